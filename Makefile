@@ -1,0 +1,32 @@
+# Every target installs what it needs into its own virtualenv, idempotently.
+PYTHON ?= python3
+VENV := .venv
+BENCH_VENV := .venv-bench
+STAMP := $(VENV)/.installed
+BENCH_STAMP := $(BENCH_VENV)/.installed
+
+.PHONY: run test bench clean
+
+$(STAMP): setup.py
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install -q --disable-pip-version-check uv
+	$(VENV)/bin/python -m uv pip install -q --python $(VENV)/bin/python -e '.[test]'
+	touch $@
+
+$(BENCH_STAMP): setup.py
+	test -x $(BENCH_VENV)/bin/python || $(PYTHON) -m venv $(BENCH_VENV)
+	$(BENCH_VENV)/bin/python -m pip install -q --disable-pip-version-check uv
+	$(BENCH_VENV)/bin/python -m uv pip install -q --python $(BENCH_VENV)/bin/python -e '.[bench]'
+	touch $@
+
+run: $(STAMP)
+	$(VENV)/bin/python -m dpstream.demo --out out
+
+test: $(STAMP)
+	$(VENV)/bin/python -m pytest -q tests
+
+bench: $(BENCH_STAMP)
+	$(BENCH_VENV)/bin/python benchmarks/run_benchmark.py --out benchmarks/results
+
+clean:
+	rm -rf out .pytest_cache

@@ -1,0 +1,210 @@
+"""``DPStreamClusterer``: the scikit-learn-style front end of the engine.
+
+Modelled on ``sklearn.cluster.MiniBatchKMeans``: ``partial_fit(X)`` consumes one
+tick, ``fit(X)`` splits X into ticks of ``tick_size`` rows, and the latest
+release is exposed as ``cluster_centers_`` / ``release_``.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from dataclasses import fields
+from typing import Optional
+
+import numpy as np
+from sklearn.base import BaseEstimator, ClusterMixin
+
+from .engine import Engine
+from .noise import seed_bytes
+from .params import EngineConfig
+from .release import Release
+from .rings import nearest_center
+
+_ADVANCED = [f.name for f in fields(EngineConfig)
+             if f.name not in ("n_clusters", "dim", "radius", "epsilon", "delta", "objective", "semicoreset",
+                               "horizon_ticks", "neighbouring", "center")]
+
+DEFAULT_PARTIAL_FIT_HORIZON = 1024
+
+
+class DPStreamClusterer(ClusterMixin, BaseEstimator):
+    """Differentially private streaming k-means / k-median (Epasto, Mukherjee, Zhong).
+
+    Every release (one per tick) holds k centers and a DP weighted coreset; the
+    whole sequence of releases is (ε, δ)-DP for the neighbouring relation in
+    ``neighbouring``, and the engine's memory stays polylogarithmic in the stream.
+
+    Parameters
+    ----------
+    n_clusters : int >= 1
+    epsilon : float > 0
+        Total privacy budget of the whole run (all ticks). ``math.inf`` turns
+        every noise scale to zero (benchmarks' non-private limit only).
+    delta : float in [0, 1), default 1e-6
+        With delta > 0 the counters and the semicoreset use Gaussian noise
+        composed in one privacy-loss distribution; delta = 0 gives pure ε-DP.
+    radius : float > 0
+        Public bound Λ on ‖x − center‖. Choose it from domain knowledge, never
+        from the data; points outside are clipped onto the ball.
+    objective : "kmeans" | "kmedian"
+    semicoreset : "tree" | "lloyd" | "snap"
+        Black box A: noisy-count/noisy-mean tree (default), DP-Lloyd with
+        Theorem 7, or snap-to-center (the paper's strawman baseline).
+    random_state : None | int | bytes
+        The master seed of every noise draw. None (default) takes 256 bits of
+        OS entropy — the only safe choice in production: whoever knows the seed
+        can subtract the noise, and a seed reused on other data releases exact
+        differences. An int makes releases reproducible, for tests; it warns.
+    tick_size : int, default 1000
+        Rows per tick in ``fit``.
+    horizon_ticks : int or None
+        Public horizon T: releases happen at ticks 1..T and tick T+1 is refused.
+        None means the number of ticks of X in ``fit`` and
+        1024 for ``partial_fit``.
+    neighbouring : "replace_one" (default) | "add_remove"
+        The neighbouring relation the plan is calibrated for. Ticks made by
+        counting rows (``fit``, or ``partial_fit`` with fixed-size chunks) are a
+        position clock: DP under replace-one only. Use "add_remove" only when
+        each ``partial_fit`` call holds the records of a fixed time interval.
+    center : array of shape (d,) or None
+        Public center of the data ball (default: the origin).
+    **advanced
+        Any other field of :class:`dpstream.params.EngineConfig` (grid levels,
+        buckets, block size, tree depth, privacy split, ...).
+
+    Attributes
+    ----------
+    cluster_centers_ : (k, d) centers of the latest release
+    release_ : the latest :class:`dpstream.release.Release`
+    privacy_plan_ : the :class:`dpstream.privacy.PrivacyPlan`
+    n_ticks_ : ticks consumed
+    n_clipped_ : points clipped onto the ball — operator telemetry, an exact
+        count: never publish it with the releases.
+    """
+
+    def __init__(self, n_clusters=8, *, epsilon=1.0, delta=1e-6, radius=None, objective="kmeans",
+                 semicoreset="tree", random_state=None, tick_size=1000, horizon_ticks=None,
+                 neighbouring="replace_one", center=None, **advanced):
+        unknown = set(advanced) - set(_ADVANCED)
+        if unknown:
+            raise ValueError(f"unknown parameter(s) {sorted(unknown)}; known advanced parameters: {_ADVANCED}")
+        self.n_clusters = n_clusters
+        self.epsilon = epsilon
+        self.delta = delta
+        self.radius = radius
+        self.objective = objective
+        self.semicoreset = semicoreset
+        self.random_state = random_state
+        self.tick_size = tick_size
+        self.horizon_ticks = horizon_ticks
+        self.neighbouring = neighbouring
+        self.center = center
+        self.advanced = dict(advanced)
+        if radius is None:
+            raise ValueError("radius is required: a public bound on the norm of the data (never computed from it)")
+        if not (isinstance(tick_size, numbers.Integral) and tick_size >= 1):
+            raise ValueError(f"tick_size must be an integer >= 1, got {tick_size!r}")
+        # validate everything now, with a placeholder dimension
+        self._config(dim=1 if center is None else len(np.atleast_1d(center)), horizon=horizon_ticks or 1)
+        self._engine: Optional[Engine] = None
+
+    def get_params(self, deep=True):
+        p = super().get_params(deep)
+        p.pop("advanced", None)
+        p.update(self.advanced)
+        return p
+
+    def _config(self, dim: int, horizon: int) -> EngineConfig:
+        return EngineConfig(n_clusters=self.n_clusters, dim=dim, radius=self.radius, epsilon=self.epsilon,
+                            delta=self.delta, horizon_ticks=horizon, neighbouring=self.neighbouring,
+                            objective=self.objective, semicoreset=self.semicoreset,
+                            center=None if self.center is None else tuple(np.asarray(self.center, float)),
+                            **self.advanced)
+
+    # -- input validation -----------------------------------------------------
+    def _check_X(self, X, allow_empty=True) -> np.ndarray:
+        if X is None:
+            raise ValueError("X is None; pass an array of shape (n_points, n_features) (0 rows for an empty tick)")
+        try:
+            arr = np.asarray(X)
+        except Exception as exc:  # ragged lists and the like
+            raise ValueError(f"X could not be read as a 2-D numeric array: {exc}") from None
+        if arr.dtype == object or not (np.issubdtype(arr.dtype, np.number) or arr.dtype == bool):
+            raise ValueError(f"X must be numeric, got dtype {arr.dtype}; convert or dead-letter non-numeric rows")
+        if np.issubdtype(arr.dtype, np.complexfloating):
+            raise ValueError("X must be real-valued, got complex numbers")
+        if arr.ndim == 1 and arr.size == 0:
+            arr = arr.reshape(0, self.n_features_in_ if hasattr(self, "n_features_in_") else 0)
+        if arr.ndim != 2:
+            raise ValueError(f"X must be 2-D (n_points, n_features), got shape {arr.shape}; "
+                             f"use X.reshape(1, -1) for one point")
+        arr = arr.astype(float)
+        if hasattr(self, "n_features_in_") and arr.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {arr.shape[1]} features but this clusterer was fitted with "
+                             f"{self.n_features_in_}")
+        if arr.shape[1] == 0:
+            raise ValueError("X must have at least one feature")
+        if self.center is not None and arr.shape[1] != len(np.atleast_1d(self.center)):
+            raise ValueError(f"X has {arr.shape[1]} features but center has {len(np.atleast_1d(self.center))}")
+        if not np.all(np.isfinite(arr)):
+            bad = int((~np.isfinite(arr)).any(axis=1).sum())
+            raise ValueError(f"X contains NaN or infinite values in {bad} row(s); drop or dead-letter them first")
+        if not allow_empty and arr.shape[0] == 0:
+            raise ValueError("X has no rows")
+        return arr
+
+    def _start(self, dim: int, horizon: int) -> None:
+        cfg = self._config(dim, horizon)
+        self._engine = Engine(cfg, seed_bytes(self.random_state))
+        self.n_features_in_ = dim
+        self.privacy_plan_ = self._engine.plan
+
+    # -- fitting --------------------------------------------------------------
+    def partial_fit(self, X, y=None) -> "DPStreamClusterer":
+        """Consume one tick of points (0 rows is an empty tick: every mechanism still advances)."""
+        X = self._check_X(X)
+        if self._engine is None:
+            self._start(X.shape[1], self.horizon_ticks or DEFAULT_PARTIAL_FIT_HORIZON)
+        self._take(self._engine.step(X))
+        return self
+
+    def fit(self, X, y=None) -> "DPStreamClusterer":
+        """Restart and stream X in ticks of ``tick_size`` rows (a position clock)."""
+        X = self._check_X(X, allow_empty=False)
+        for attr in ("n_features_in_", "release_", "cluster_centers_"):
+            self.__dict__.pop(attr, None)
+        n_ticks = math.ceil(X.shape[0] / self.tick_size)
+        horizon = self.horizon_ticks or n_ticks
+        if n_ticks > horizon:
+            raise ValueError(f"X needs {n_ticks} ticks of {self.tick_size} rows but horizon_ticks={horizon}; "
+                             f"raise horizon_ticks or tick_size")
+        self._start(X.shape[1], horizon)
+        for s in range(0, X.shape[0], self.tick_size):
+            self._take(self._engine.step(X[s:s + self.tick_size]))
+        return self
+
+    def _take(self, rel: Release) -> None:
+        self.release_ = rel
+        self.cluster_centers_ = rel.centers
+        self.n_ticks_ = rel.tick
+        self.n_clipped_ = self._engine.n_clipped
+
+    def predict(self, X) -> np.ndarray:
+        if not hasattr(self, "cluster_centers_"):
+            raise ValueError("this DPStreamClusterer has no release yet; call fit or partial_fit first")
+        X = self._check_X(X)
+        idx, _ = nearest_center(X, self.cluster_centers_)
+        return idx
+
+    def fit_predict(self, X, y=None) -> np.ndarray:
+        return self.fit(X).predict(X)
+
+    def state_size(self) -> int:
+        """Floats held in the engine's state, measured from its arrays."""
+        return 0 if self._engine is None else self._engine.state_size()
+
+    @property
+    def engine_(self) -> Engine:
+        if self._engine is None:
+            raise AttributeError("not fitted")
+        return self._engine

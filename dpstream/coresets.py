@@ -1,0 +1,59 @@
+"""Black box B: a non-DP coreset by sensitivity sampling (notes §13.1).
+
+Feldman–Langberg 2011 / Bachem–Lucic–Krause 2017: weighted k-means++ (D^z
+sampling) gives a rough solution A; each point's sensitivity is bounded by
+s(x) = w_x·(dist(x, A)^z / cost_A + 1 / W_a(x)); m i.i.d. draws with
+p(x) = s(x)/S get weight w_x/(m·p(x)) and duplicates are merged.  The result is
+unbiased: E[cost(Q, C)] = cost(P, C) for every C.
+
+B only ever sees DP outputs (block semicoresets, released coresets), so it is
+post-processing and costs no budget; its randomness is still keyed so runs are
+reproducible.  Sets no larger than m pass through unchanged.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .rings import nearest_center
+
+
+def kmeanspp(points: np.ndarray, weights: np.ndarray, k: int, rng: np.random.Generator, z: int = 2):
+    """Weighted D^z seeding; returns center indices (≤ k, fewer if fewer distinct points)."""
+    n = points.shape[0]
+    w = np.maximum(weights, 0.0)
+    if n == 0 or w.sum() <= 0:
+        return np.zeros(0, dtype=np.int64)
+    first = rng.choice(n, p=w / w.sum())
+    chosen = [first]
+    d2 = ((points - points[first]) ** 2).sum(axis=1)
+    for _ in range(1, min(k, n)):
+        pot = w * (d2 if z == 2 else np.sqrt(d2))
+        tot = pot.sum()
+        if tot <= 0:
+            break
+        c = rng.choice(n, p=pot / tot)
+        chosen.append(c)
+        d2 = np.minimum(d2, ((points - points[c]) ** 2).sum(axis=1))
+    return np.asarray(chosen, dtype=np.int64)
+
+
+def sensitivity_sample(points: np.ndarray, weights: np.ndarray, m: int, k: int, rng: np.random.Generator,
+                       z: int = 2):
+    """A weighted coreset of size ≤ m of (points, weights); unbiased for every cost."""
+    w = np.maximum(np.asarray(weights, dtype=float), 0.0)
+    pos = w > 0
+    points, w = points[pos], w[pos]
+    n = points.shape[0]
+    if n <= m:
+        return points, w
+    seeds = kmeanspp(points, w, k, rng, z)
+    a, dist = nearest_center(points, points[seeds])
+    dz = dist ** z
+    cost = float((w * dz).sum())
+    W = np.bincount(a, weights=w, minlength=seeds.size)
+    s = w * ((dz / cost if cost > 0 else 0.0) + 1.0 / W[a])
+    p = s / s.sum()
+    draws = rng.choice(n, size=m, p=p)
+    idx, cnt = np.unique(draws, return_counts=True)
+    new_w = cnt * w[idx] / (m * p[idx])
+    return points[idx], new_w

@@ -1,0 +1,142 @@
+"""Seeded, counter-based noise (DESIGN §2; privacy review findings 6 and 7).
+
+Every random draw made by a DP mechanism is keyed by
+``(component, instance, tick, purpose)`` plus the index of the value inside the
+drawn array.  The key and the secret master seed go through HMAC-SHA256 and the
+digest seeds a Philox generator, so
+
+* a retried Beam bundle, the local engine and the Beam pipeline redraw
+  *identical* noise for the same seed and key;
+* two different draws never share noise (finding 7d: a threshold redrawn with
+  the same noise after an SVT restart doubles its privacy loss);
+* nobody without the seed can predict or subtract the noise (finding 7a).
+
+Released counts carry integer noise only (finding 6, the Mironov floating-point
+attack): rounded Gaussian noise (post-processing of the Gaussian mechanism on an
+integer count) or discrete Laplace noise (difference of two geometrics).
+"""
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import warnings
+from collections import Counter
+from typing import Hashable
+
+import numpy as np
+
+__all__ = ["NoiseSource", "seed_from_entropy", "seed_bytes", "UnsafeSeedWarning"]
+
+
+class UnsafeSeedWarning(UserWarning):
+    """A fixed, known seed makes every noise draw predictable: tests only."""
+
+
+def seed_from_entropy() -> bytes:
+    """A fresh 256-bit master seed from the operating system."""
+    return os.urandom(32)
+
+
+def seed_bytes(random_state) -> bytes:
+    """Turn ``random_state`` (None, int, bytes) into master-seed bytes.
+
+    ``None`` draws from OS entropy (production).  An int or bytes value gives
+    reproducible releases, which is what tests need and what production must
+    never use: anyone who knows the seed can subtract the noise, and reusing it
+    on other data releases exact differences (privacy review finding 7).
+    """
+    if random_state is None:
+        return seed_from_entropy()
+    if isinstance(random_state, (bytes, bytearray)):
+        if len(random_state) < 16:
+            raise ValueError("a seed given as bytes must hold at least 16 bytes")
+        return bytes(random_state)
+    if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
+        warnings.warn(
+            "random_state is a fixed integer: the noise is reproducible and therefore "
+            "NOT private against anyone who knows it. Use it for tests only; leave "
+            "random_state=None (OS entropy) or a secret seed file in production.",
+            UnsafeSeedWarning,
+            stacklevel=3,
+        )
+        return hashlib.sha256(b"dpstream-int-seed:" + str(int(random_state)).encode()).digest()
+    raise ValueError(
+        f"random_state must be None, an int (tests only) or >=16 bytes, got {type(random_state).__name__}"
+    )
+
+
+def _encode(part: Hashable) -> bytes:
+    # repr of ints/strs/tuples is stable across processes (unlike hash()).
+    if isinstance(part, (np.integer,)):
+        part = int(part)
+    return repr(part).encode()
+
+
+class NoiseSource:
+    """Counter-based generator: ``source.gaussian_int(key, size, sigma)`` etc.
+
+    ``key`` is a tuple ``(component, instance, tick, purpose)``; index ``i`` of
+    the returned array is the draw's index.  With ``trace=True`` every key drawn
+    is recorded with its size (the noise-key audit of privacy review test 2).
+    """
+
+    def __init__(self, seed: bytes, trace: bool = False):
+        if not isinstance(seed, (bytes, bytearray)) or len(seed) < 16:
+            raise ValueError("NoiseSource needs a secret seed of at least 16 bytes")
+        self._seed = bytes(seed)
+        self.trace = trace
+        self.keys: Counter = Counter()
+
+    @property
+    def seed_hash(self) -> str:
+        """A public fingerprint of the seed (for the ledger; finding 7b)."""
+        return hashlib.sha256(b"dpstream-seed-fingerprint:" + self._seed).hexdigest()[:16]
+
+    def generator(self, key: tuple, size: int = 0) -> np.random.Generator:
+        if self.trace:
+            self.keys[(key, int(size))] += 1
+        msg = b"\x1f".join(_encode(p) for p in key)
+        digest = hmac.new(self._seed, msg, hashlib.sha256).digest()
+        words = np.frombuffer(digest, dtype=np.uint64)
+        bg = np.random.Philox(key=words[:2], counter=np.array([0, 0, 0, 0], dtype=np.uint64))
+        return np.random.Generator(bg)
+
+    # -- draws -------------------------------------------------------------
+    def gaussian(self, key: tuple, size, sigma: float) -> np.ndarray:
+        """Continuous Gaussian noise; only for values that are never released."""
+        n = int(np.prod(size))
+        return self.generator(key, n).normal(0.0, sigma, size)
+
+    def gaussian_int(self, key: tuple, size, sigma: float) -> np.ndarray:
+        """Rounded Gaussian noise (int64): post-processing of the Gaussian mechanism."""
+        n = int(np.prod(size))
+        return np.rint(self.generator(key, n).normal(0.0, sigma, size)).astype(np.int64)
+
+    def discrete_laplace(self, key: tuple, size, scale: float) -> np.ndarray:
+        """Discrete Laplace with pmf ∝ exp(-|k|/scale), as G1 - G2 of two geometrics."""
+        n = int(np.prod(size))
+        g = self.generator(key, n)
+        p = -np.expm1(-1.0 / scale)
+        return (g.geometric(p, size) - g.geometric(p, size)).astype(np.int64)
+
+    def laplace(self, key: tuple, size, scale: float) -> np.ndarray:
+        """Continuous Laplace; only for values that are never released (SVT noise)."""
+        n = int(np.prod(size))
+        return self.generator(key, n).laplace(0.0, scale, size)
+
+    def uniform(self, key: tuple, size, low=0.0, high=1.0) -> np.ndarray:
+        n = int(np.prod(size))
+        return self.generator(key, n).uniform(low, high, size)
+
+    def integers(self, key: tuple, size, low, high) -> np.ndarray:
+        n = int(np.prod(size))
+        return self.generator(key, n).integers(low, high, size)
+
+    def int_noise(self, key: tuple, size, mechanism: str, scale: float) -> np.ndarray:
+        """Integer noise of the mechanism named in the privacy plan."""
+        if mechanism == "gaussian":
+            return self.gaussian_int(key, size, scale)
+        if mechanism == "discrete_laplace":
+            return self.discrete_laplace(key, size, scale)
+        raise ValueError(f"unknown noise mechanism {mechanism!r}")

@@ -1,0 +1,205 @@
+"""Validated public parameters of a run (DESIGN §2: public parameters only).
+
+Everything here is fixed before any data is seen; nothing data-dependent may
+choose it.  ``EngineConfig`` is the one object from which both the mechanisms
+and the :class:`~dpstream.privacy.PrivacyPlan` derive their shapes and noise
+scales, so a budget can never be split for a different configuration than the
+one that runs (privacy review finding 9).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field, replace
+from typing import Optional, Tuple
+
+import numpy as np
+
+RELATIONS = ("replace_one", "add_remove")
+OBJECTIVES = ("kmeans", "kmedian")
+SEMICORESETS = ("tree", "lloyd", "snap")
+EPOCH_SCHEDULES = ("doubling", "every")
+RING_CENTERS = ("bicriteria", "bicriteria+released")
+
+
+def _check(cond: bool, msg: str) -> None:
+    if not cond:
+        raise ValueError(msg)
+
+
+def _is_num(x) -> bool:
+    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Public configuration of one DP streaming clustering run.
+
+    Core:
+      n_clusters (k), dim (d), radius (Λ: points are clipped to the ball
+      B(center, Λ)), epsilon, delta, horizon_ticks (T: the engine releases at
+      ticks 1..T and refuses tick T+1 — review finding 3), neighbouring
+      ("replace_one" for a position clock such as fixed-size chunks,
+      "add_remove" for event-time ticks; DESIGN §2).
+
+    Bicriteria (Alg. 2/3): n_trees (Q), grid_levels (L+1 levels, cell side
+    2Λ/2^ℓ), n_reps (R), n_buckets (w, default 4k), hh_alpha (the bit
+    decoder's dominance threshold), hh_min_count (τ_min in units of the
+    counter's noise std at horizon).
+
+    Merge-reduce (Alg. 4/5): n_rings (I+1; the ring base r_0 = 2Λ/2^(I)),
+    block_size (M), epoch_schedule, coreset_size (s_B of black box B).
+
+    Black box A: semicoreset ("tree" | "lloyd" | "snap"), tree_depth,
+    tree_keep_factor, tree_branch_factor, lloyd_iters, count_share (the part
+    of A's budget spent on counts), weight_beta (phantom-mass threshold).
+
+    Budget: privacy_split = (bicriteria, sparse vector, A) weights.
+    """
+
+    n_clusters: int
+    dim: int
+    radius: float
+    epsilon: float
+    delta: float = 1e-6
+    horizon_ticks: int = 1024
+    neighbouring: str = "replace_one"
+    objective: str = "kmeans"
+    semicoreset: str = "tree"
+    center: Optional[Tuple[float, ...]] = None
+    # bicriteria
+    n_trees: int = 1
+    grid_levels: int = 6
+    n_reps: int = 1
+    n_buckets: Optional[int] = None
+    hh_alpha: float = 0.6
+    hh_min_count: float = 3.0
+    bicriteria: bool = True
+    ring_centers: str = "bicriteria+released"
+    # rings / merge-reduce
+    n_rings: int = 12
+    block_size: int = 2000
+    epoch_schedule: str = "doubling"
+    coreset_size: Optional[int] = None
+    # black box A
+    tree_depth: int = 8
+    tree_keep_factor: float = 3.0
+    tree_branch_factor: float = 2.0
+    lloyd_iters: int = 3
+    count_share: float = 0.5
+    weight_beta: float = 0.05
+    # budget split (bicriteria, svt, A)
+    privacy_split: Tuple[float, float, float] = (0.45, 0.1, 0.45)
+    # offline clustering
+    n_init: int = 3
+    sum_grid_bits: int = 20
+
+    def __post_init__(self):
+        _check(_is_num(self.n_clusters) and int(self.n_clusters) == self.n_clusters and self.n_clusters >= 1,
+               f"n_clusters must be an integer >= 1, got {self.n_clusters!r}")
+        _check(_is_num(self.dim) and int(self.dim) == self.dim and self.dim >= 1,
+               f"dim must be an integer >= 1, got {self.dim!r}")
+        _check(_is_num(self.radius) and math.isfinite(self.radius) and self.radius > 0,
+               f"radius must be a finite number > 0 (a public bound on the data's norm), got {self.radius!r}")
+        _check(_is_num(self.epsilon) and self.epsilon > 0 and not math.isnan(self.epsilon),
+               f"epsilon must be > 0 (use a large value such as 1e6 for a near non-private run), got {self.epsilon!r}")
+        _check(_is_num(self.delta) and 0 <= self.delta < 1,
+               f"delta must be in [0, 1), got {self.delta!r}")
+        _check(_is_num(self.horizon_ticks) and int(self.horizon_ticks) == self.horizon_ticks
+               and 1 <= self.horizon_ticks <= 2**40,
+               f"horizon_ticks must be an integer in [1, 2^40], got {self.horizon_ticks!r}")
+        _check(self.neighbouring in RELATIONS, f"neighbouring must be one of {RELATIONS}, got {self.neighbouring!r}")
+        _check(self.objective in OBJECTIVES, f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
+        _check(self.semicoreset in SEMICORESETS, f"semicoreset must be one of {SEMICORESETS}, got {self.semicoreset!r}")
+        _check(self.ring_centers in RING_CENTERS, f"ring_centers must be one of {RING_CENTERS}, got {self.ring_centers!r}")
+        _check(self.epoch_schedule in EPOCH_SCHEDULES,
+               f"epoch_schedule must be one of {EPOCH_SCHEDULES}, got {self.epoch_schedule!r}")
+        if self.center is not None:
+            c = np.asarray(self.center, dtype=float)
+            _check(c.shape == (self.dim,) and np.all(np.isfinite(c)),
+                   f"center must be {self.dim} finite numbers (a public point), got shape {c.shape}")
+        for name in ("n_trees", "grid_levels", "n_reps", "n_rings", "block_size", "tree_depth",
+                     "lloyd_iters", "n_init"):
+            v = getattr(self, name)
+            _check(_is_num(v) and int(v) == v and v >= 1, f"{name} must be an integer >= 1, got {v!r}")
+        _check(self.grid_levels <= 30, "grid_levels must be <= 30")
+        _check(self.n_rings <= 60, "n_rings must be <= 60")
+        _check(self.tree_depth <= 30, "tree_depth must be <= 30")
+        if self.n_buckets is not None:
+            _check(int(self.n_buckets) == self.n_buckets and self.n_buckets >= 1, "n_buckets must be an integer >= 1")
+        if self.coreset_size is not None:
+            _check(int(self.coreset_size) == self.coreset_size and self.coreset_size >= self.n_clusters,
+                   "coreset_size must be an integer >= n_clusters")
+        _check(0.5 < self.hh_alpha < 1, f"hh_alpha must be in (0.5, 1), got {self.hh_alpha!r}")
+        _check(self.hh_min_count >= 0, "hh_min_count must be >= 0")
+        _check(0 < self.count_share <= 1, "count_share must be in (0, 1]")
+        _check(0 < self.weight_beta < 1, "weight_beta must be in (0, 1)")
+        _check(self.tree_keep_factor > 0 and self.tree_branch_factor > 0, "tree factors must be > 0")
+        _check(4 <= self.sum_grid_bits <= 40, "sum_grid_bits must be in [4, 40]")
+        split = tuple(float(s) for s in self.privacy_split)
+        _check(len(split) == 3 and all(s >= 0 for s in split), "privacy_split must be three weights >= 0")
+        _check(split[1] > 0 and split[2] > 0, "privacy_split needs a positive sparse-vector and A weight")
+        _check(split[0] > 0 or not self.bicriteria, "privacy_split needs a positive bicriteria weight")
+        object.__setattr__(self, "privacy_split", split)
+        object.__setattr__(self, "radius", float(self.radius))
+        object.__setattr__(self, "epsilon", float(self.epsilon))
+        object.__setattr__(self, "delta", float(self.delta))
+        for name in ("n_clusters", "dim", "horizon_ticks", "n_trees", "grid_levels", "n_reps", "n_rings",
+                     "block_size", "tree_depth", "lloyd_iters", "n_init"):
+            object.__setattr__(self, name, int(getattr(self, name)))
+
+    # -- derived public quantities -----------------------------------------
+    @property
+    def buckets(self) -> int:
+        return int(self.n_buckets) if self.n_buckets is not None else 4 * self.n_clusters
+
+    @property
+    def s_b(self) -> int:
+        return int(self.coreset_size) if self.coreset_size is not None else 20 * self.n_clusters
+
+    @property
+    def center_vec(self) -> np.ndarray:
+        return np.zeros(self.dim) if self.center is None else np.asarray(self.center, dtype=float)
+
+    @property
+    def replace(self) -> bool:
+        return self.neighbouring == "replace_one"
+
+    @property
+    def counter_levels(self) -> int:
+        """L_T = floor(log2 T) + 1: p-sums a tick lies in, for t <= T."""
+        return int(math.floor(math.log2(self.horizon_ticks))) + 1
+
+    def cell_side(self, level: int) -> float:
+        return 2.0 * self.radius / 2.0**level
+
+    def cell_offset(self, level: int) -> int:
+        """-floor(-Λ/g): added to raw cell indices so ids are >= 0."""
+        return -int(math.floor(-self.radius / self.cell_side(level)))
+
+    def cell_values(self, level: int) -> int:
+        """Values a coordinate's cell index can take (shift in [0, g_ℓ); review finding 11)."""
+        g = self.cell_side(level)
+        return int(math.floor((self.radius + g) / g)) + self.cell_offset(level) + 1
+
+    def cell_bits(self, level: int) -> int:
+        return max(1, int(math.ceil(math.log2(self.cell_values(level)))))
+
+    def id_bits(self, level: int) -> int:
+        """B_ℓ = d·b_ℓ, the bits encoded per cell id."""
+        return self.dim * self.cell_bits(level)
+
+    @property
+    def ring_base(self) -> float:
+        """r_0: ring i (i >= 1) holds distances in [r_0 2^(i-1), r_0 2^i)."""
+        return 2.0 * self.radius / 2.0 ** (self.n_rings - 1)
+
+    def ring_radius(self, i) -> np.ndarray:
+        return self.ring_base * np.power(2.0, np.asarray(i, dtype=float))
+
+    def with_(self, **kw) -> "EngineConfig":
+        return replace(self, **kw)
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["privacy_split"] = list(self.privacy_split)
+        return d

@@ -1,0 +1,313 @@
+"""The privacy ledger: one ``PrivacyPlan`` every mechanism asks (DESIGN §2).
+
+The user's total (ε, δ) is split across the three parts of Lemma 1:
+
+* BicriteriaDPCenters (Alg. 2/3, Lemma 5): Q·(L+1)·R vector-valued binary
+  mechanisms, one per (tree, level, repetition); parallel over buckets.
+* LevelZero-AboveThreshold (Alg. 5, Lemma 11): one sparse-vector instance per
+  record (parallel over rings and epochs).
+* Black box A (Lemma 14): one block semicoreset per record (parallel over
+  blocks, rings, epochs and center parts).
+
+Sensitivities are ours, for the neighbouring relation in use (privacy review
+finding 5): under replace-one every parallel-composed pure part costs 2ε
+(Laplace scale ×2), Gaussian histograms ℓ2² ×2, and Gaussian sums inside one
+partition ℓ2² ×4.  dp-accounting is only ever asked with
+``ADD_OR_REMOVE_ONE`` and fed these sensitivities.
+
+With δ > 0 the counters and A use Gaussian noise (rounded to integers), the
+sparse vector is a pure-ε part, and everything is composed in one privacy-loss
+distribution (review finding 13); the reported ε is min(PLD ε, basic sum).
+With δ = 0 everything is pure ε with discrete Laplace noise and the total is
+the basic sum.
+"""
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import Dict, List, Tuple
+
+import dp_accounting
+from dp_accounting.pld import common as pld_common
+from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
+from .params import EngineConfig
+
+ACCOUNTANT_RELATION = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+_VDI = 1e-3  # PLD value discretisation interval (pessimistic estimates: upper bounds)
+
+
+@dataclass(frozen=True)
+class LedgerLine:
+    """One mechanism family, composed ``count`` times sequentially per record."""
+
+    component: str
+    mechanism: str  # "gaussian" | "discrete_laplace" | "svt"
+    noise: float  # σ (gaussian), scale b (discrete laplace / svt laplace)
+    sensitivity: float  # ℓ2 (gaussian) or ℓ1 (laplace / svt) for one record, this relation
+    count: int
+    epsilon: float  # standalone ε of all ``count`` compositions (basic bound, at δ share for gaussian)
+    note: str = ""
+
+    @property
+    def noise_multiplier(self) -> float:
+        return self.noise / self.sensitivity
+
+
+def gaussian_pld(noise_multiplier: float, vdi: float = _VDI):
+    return pld_lib.from_gaussian_mechanism(
+        standard_deviation=noise_multiplier, sensitivity=1.0, value_discretization_interval=vdi,
+        neighboring_relation=ACCOUNTANT_RELATION)
+
+
+def pure_pld(epsilon: float, vdi: float = _VDI):
+    return pld_lib.from_privacy_parameters(pld_common.DifferentialPrivacyParameters(epsilon, 0.0),
+                                           value_discretization_interval=vdi)
+
+
+def gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
+    """ε of the Gaussian mechanism N(0, z²) at δ, from its exact privacy profile (Balle–Wang 2018)."""
+    from scipy.stats import norm
+
+    z = float(noise_multiplier)
+    if z <= 0:
+        return math.inf
+
+    def delta_of(eps):
+        a = 1.0 / (2 * z)
+        return norm.cdf(a - eps * z) - math.exp(eps) * norm.cdf(-a - eps * z) if eps < 700 else 0.0
+
+    lo, hi = 0.0, 1.0
+    while delta_of(hi) > delta:
+        lo, hi = hi, hi * 2
+        if hi > 1e7:
+            return math.inf
+    for _ in range(100):
+        mid = (lo + hi) / 2
+        if delta_of(mid) > delta:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+_PLD_MAX_EPS = 30.0  # beyond this the PLD grids overflow; the basic sum is used instead
+
+
+@functools.lru_cache(maxsize=256)
+def calibrate_gaussian_with_pure(epsilon: float, delta: float, eps_pure: float) -> float:
+    """Smallest noise multiplier z with PLD(N(z) ∘ pure(eps_pure)) ≤ (ε, δ).
+
+    For ε > 30 (runs that are private in name only) the Gaussian is calibrated
+    alone at (ε − eps_pure, δ) with the analytic Gaussian mechanism, which is the
+    basic composition bound.
+    """
+    if epsilon > _PLD_MAX_EPS:
+        return dp_accounting.get_sigma_gaussian(epsilon - eps_pure, delta)
+    budget = epsilon * (1 - 1e-6)
+
+    def eps_of(z):
+        p = gaussian_pld(z)
+        if eps_pure > 0:
+            p = p.compose(pure_pld(eps_pure))
+        return p.get_epsilon_for_delta(delta)
+
+    lo, hi = 1e-3, 1.0
+    while eps_of(hi) > budget:
+        lo, hi = hi, hi * 2
+        if hi > 1e9:
+            raise ValueError("cannot calibrate the Gaussian noise: epsilon too small for this delta")
+    for _ in range(50):
+        mid = math.sqrt(lo * hi)
+        if eps_of(mid) > budget:
+            lo = mid
+        else:
+            hi = mid
+        if hi / lo < 1 + 1e-4:
+            break
+    return hi
+
+
+@dataclass
+class PrivacyPlan:
+    """The calibrated noise of every mechanism, derived from one EngineConfig."""
+
+    epsilon: float
+    delta: float
+    neighbouring: str
+    mode: str  # "gaussian+pld" | "pure"
+    lines: List[LedgerLine]
+    bic_scale: Dict[int, float]  # level -> per-node noise (σ or b) of the bicriteria counters
+    bic_mechanism: str
+    svt_scale: float  # Laplace scale of the SVT threshold and query noise
+    a_count_scale: float
+    a_sum_scale: float  # in normalised units (ball of radius 1)
+    a_mechanism: str
+    a_count_mult: int
+    a_sum_mult: int
+    pld_epsilon: float
+    basic_epsilon: float
+    seed_hash: str = ""
+    participation: Dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total_epsilon(self) -> float:
+        return min(self.pld_epsilon, self.basic_epsilon)
+
+    # -- construction -------------------------------------------------------
+    @classmethod
+    def build(cls, cfg: EngineConfig, seed_hash: str = "") -> "PrivacyPlan":
+        rel1 = 2.0 if cfg.replace else 1.0  # ℓ1 factor / ℓ2² factor across two partitions
+        w_bic, w_svt, w_a = cfg.privacy_split
+        if not cfg.bicriteria:
+            w_bic = 0.0
+        wsum = w_bic + w_svt + w_a
+        w_bic, w_svt, w_a = w_bic / wsum, w_svt / wsum, w_a / wsum
+        levels = range(cfg.grid_levels)
+        n_inst = cfg.n_trees * cfg.grid_levels * cfg.n_reps if cfg.bicriteria else 0
+        L_T = cfg.counter_levels
+        m_c, m_s = a_multiplicities(cfg)
+        d = cfg.dim
+        if math.isinf(cfg.epsilon):
+            return cls._non_private(cfg, n_inst, m_c, m_s, seed_hash)
+        eps_svt = w_svt * cfg.epsilon
+        svt_scale = 2.0 * rel1 / eps_svt  # monotone SVT, Lyu–Su–Li: Lap(2Δ/ε) threshold and query
+        lines: List[LedgerLine] = []
+        lines.append(LedgerLine("sparse vector (Alg. 5)", "svt", svt_scale, rel1, 1, eps_svt,
+                                "one instance per record; threshold and query noise Lap(2Δ/ε_svt)"))
+        # sum sensitivity per record: ℓ2 (normalised ball) 1 add/remove, 2 replace (same part)
+        s2 = 2.0 if cfg.replace else 1.0
+        if cfg.delta > 0:
+            mode = "gaussian+pld"
+            z = calibrate_gaussian_with_pure(cfg.epsilon, cfg.delta, eps_svt)
+            inv2 = 1.0 / z**2
+            g_share = w_bic + w_a
+            inv_bic = inv2 * w_bic / g_share
+            inv_a = inv2 * w_a / g_share
+            bic_scale = {}
+            if n_inst:
+                z_inst = math.sqrt(n_inst / inv_bic)
+                for lv in levels:
+                    sens = math.sqrt(L_T * (1 + cfg.id_bits(lv)) * rel1)
+                    bic_scale[lv] = z_inst * sens
+                    lines.append(LedgerLine(
+                        f"bicriteria counters, level {lv}", "gaussian", bic_scale[lv], sens,
+                        cfg.n_trees * cfg.n_reps, gaussian_epsilon(z_inst / math.sqrt(cfg.n_trees * cfg.n_reps),
+                                                                   cfg.delta / 2),
+                        f"binary mechanism over (count, {cfg.id_bits(lv)} id bits), L_T={L_T}; "
+                        f"one (tree, rep) instance per record"))
+            z_a = math.sqrt(1.0 / inv_a)
+            phi = cfg.count_share if m_s > 0 else 1.0
+            sens_c = math.sqrt(m_c * rel1)
+            a_count_scale = z_a * sens_c / math.sqrt(phi)
+            lines.append(LedgerLine("semicoreset A counts", "gaussian", a_count_scale, sens_c, 1,
+                                    gaussian_epsilon(a_count_scale / sens_c, cfg.delta / 4),
+                                    f"{m_c} noisy counts per record"))
+            if m_s > 0:
+                sens_s = s2 * math.sqrt(m_s)
+                a_sum_scale = z_a * sens_s / math.sqrt(1 - phi)
+                lines.append(LedgerLine("semicoreset A sums", "gaussian", a_sum_scale, sens_s, 1,
+                                        gaussian_epsilon(a_sum_scale / sens_s, cfg.delta / 4),
+                                        f"{m_s} noisy sums per record (normalised ball)"))
+            else:
+                a_sum_scale = 0.0
+            gauss = [ln for ln in lines if ln.mechanism == "gaussian"]
+            basic = (cfg.epsilon - eps_svt if cfg.epsilon > _PLD_MAX_EPS else gaussian_epsilon(z, cfg.delta)) + eps_svt
+            pld_eps = basic if cfg.epsilon > _PLD_MAX_EPS else _pld_epsilon(gauss, eps_svt, cfg.delta)
+            a_mech = bic_mech = "gaussian"
+        else:
+            mode = "pure"
+            eps_bic = w_bic * cfg.epsilon
+            bic_scale = {}
+            if n_inst:
+                eps_inst = eps_bic / n_inst
+                for lv in levels:
+                    sens = L_T * (1 + cfg.id_bits(lv)) * rel1
+                    bic_scale[lv] = sens / eps_inst
+                    lines.append(LedgerLine(f"bicriteria counters, level {lv}", "discrete_laplace", bic_scale[lv],
+                                            sens, cfg.n_trees * cfg.n_reps, eps_inst * cfg.n_trees * cfg.n_reps,
+                                            f"binary mechanism over (count, {cfg.id_bits(lv)} id bits), L_T={L_T}"))
+            eps_a = w_a * cfg.epsilon
+            phi = cfg.count_share if m_s > 0 else 1.0
+            sens_c = m_c * rel1
+            a_count_scale = sens_c / (phi * eps_a)
+            lines.append(LedgerLine("semicoreset A counts", "discrete_laplace", a_count_scale, sens_c, 1,
+                                    phi * eps_a, f"{m_c} noisy counts per record"))
+            if m_s > 0:
+                sens_s = s2 * math.sqrt(d) * m_s
+                a_sum_scale = sens_s / ((1 - phi) * eps_a)
+                lines.append(LedgerLine("semicoreset A sums", "discrete_laplace", a_sum_scale, sens_s, 1,
+                                        (1 - phi) * eps_a, f"{m_s} noisy sums per record, ℓ1 √d per sum"))
+            else:
+                a_sum_scale = 0.0
+            basic = sum(ln.epsilon for ln in lines)
+            pld_eps = basic
+            a_mech = bic_mech = "discrete_laplace"
+        participation = {
+            "bicriteria_counter_instances": n_inst,
+            "sparse_vector_instances": 1,
+            "semicoreset_calls_at_most": 1,
+        }
+        return cls(epsilon=cfg.epsilon, delta=cfg.delta, neighbouring=cfg.neighbouring, mode=mode, lines=lines,
+                   bic_scale=bic_scale, bic_mechanism=bic_mech, svt_scale=svt_scale,
+                   a_count_scale=a_count_scale, a_sum_scale=a_sum_scale, a_mechanism=a_mech,
+                   a_count_mult=m_c, a_sum_mult=m_s, pld_epsilon=pld_eps, basic_epsilon=basic,
+                   seed_hash=seed_hash, participation=participation)
+
+    @classmethod
+    def _non_private(cls, cfg, n_inst, m_c, m_s, seed_hash):
+        """ε = ∞: every noise scale is 0. For benchmarks' non-private limit only."""
+        lines = [LedgerLine("NO PRIVACY (epsilon = inf)", "none", 0.0, 1.0, 1, math.inf,
+                            "every noise scale is zero")]
+        return cls(epsilon=math.inf, delta=cfg.delta, neighbouring=cfg.neighbouring, mode="non-private",
+                   lines=lines, bic_scale={lv: 0.0 for lv in range(cfg.grid_levels)}, bic_mechanism="gaussian",
+                   svt_scale=0.0, a_count_scale=0.0, a_sum_scale=0.0, a_mechanism="gaussian", a_count_mult=m_c,
+                   a_sum_mult=m_s, pld_epsilon=math.inf, basic_epsilon=math.inf, seed_hash=seed_hash,
+                   participation={"bicriteria_counter_instances": n_inst, "sparse_vector_instances": 1,
+                                  "semicoreset_calls_at_most": 1})
+
+    # -- presentation -------------------------------------------------------
+    def to_dict(self) -> dict:
+        return {
+            "epsilon": self.epsilon, "delta": self.delta, "neighbouring": self.neighbouring, "mode": self.mode,
+            "total_epsilon": self.total_epsilon, "pld_epsilon": self.pld_epsilon,
+            "basic_epsilon": self.basic_epsilon, "accountant_relation": ACCOUNTANT_RELATION.name,
+            "seed_hash": self.seed_hash, "participation": dict(self.participation),
+            "lines": [dict(component=ln.component, mechanism=ln.mechanism, noise=ln.noise,
+                           sensitivity=ln.sensitivity, count=ln.count, epsilon=ln.epsilon, note=ln.note)
+                      for ln in self.lines],
+        }
+
+    def table(self) -> str:
+        head = (f"Privacy plan: ({self.epsilon:g}, {self.delta:g})-DP under {self.neighbouring} neighbours; "
+                f"spent ε = {self.total_epsilon:.4f} (PLD {self.pld_epsilon:.4f}, basic sum "
+                f"{self.basic_epsilon:.4f}) at δ = {self.delta:g}; seed {self.seed_hash or '-'}\n")
+        rows = ["| component | mechanism | noise | sensitivity | × per record | ε alone |",
+                "|---|---|---|---|---|---|"]
+        for ln in self.lines:
+            rows.append(f"| {ln.component} | {ln.mechanism} | {ln.noise:.4g} | {ln.sensitivity:.4g} | "
+                        f"{ln.count} | {ln.epsilon:.4g} |")
+        return head + "\n".join(rows)
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def _pld_epsilon(gauss_lines, eps_svt: float, delta: float) -> float:
+    pld = None
+    for ln in gauss_lines:
+        p = gaussian_pld(ln.noise_multiplier)
+        if ln.count > 1:
+            p = p.self_compose(ln.count)
+        pld = p if pld is None else pld.compose(p)
+    return pld.compose(pure_pld(eps_svt)).get_epsilon_for_delta(delta)
+
+
+def a_multiplicities(cfg: EngineConfig) -> Tuple[int, int]:
+    """(noisy counts, noisy sums) one record enters inside its one A call."""
+    if cfg.semicoreset == "tree":
+        return cfg.tree_depth + 1, 1
+    if cfg.semicoreset == "lloyd":
+        return cfg.lloyd_iters + 1, cfg.lloyd_iters
+    return 1, 0

@@ -1,0 +1,47 @@
+"""Rings centred at a set (Def. 4) and the ring/part assignment of a tick.
+
+R_0(F) = {x : dist(x, F) < r_0},  R_i(F) = {x : r_0 2^(i-1) ≤ dist(x, F) < r_0 2^i},
+i = 1..I, with r_I = 2Λ so every clipped point has a ring.  A point's part is
+(ring i, nearest center f); black box A runs on each part in the ball (f, r_i).
+
+Privacy (review finding 10): the partition at tick t must be a function of the
+*released* center set of the epoch (adopted from F of an earlier tick) and of
+the record itself — never of internal counter or merge-reduce state.  This
+module only sees the centers it is given.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+_CHUNK = 1 << 22  # floats per distance block, bounds memory for large |F|
+
+
+def nearest_center(x: np.ndarray, centers: np.ndarray):
+    """Index of and distance to the nearest center, vectorised in chunks."""
+    n = x.shape[0]
+    idx = np.empty(n, dtype=np.int64)
+    dist = np.empty(n, dtype=float)
+    if n == 0:
+        return idx, dist
+    c2 = (centers ** 2).sum(axis=1)
+    step = max(1, _CHUNK // max(1, centers.shape[0]))
+    for s in range(0, n, step):
+        xb = x[s:s + step]
+        d2 = (xb ** 2).sum(axis=1)[:, None] - 2.0 * xb @ centers.T + c2[None, :]
+        j = d2.argmin(axis=1)
+        idx[s:s + step] = j
+        dist[s:s + step] = np.sqrt(np.maximum(d2[np.arange(len(j)), j], 0.0))
+    return idx, dist
+
+
+def ring_of(dist: np.ndarray, ring_base: float, n_rings: int) -> np.ndarray:
+    """Ring index: 0 below r_0, else ⌊log2(dist / r_0)⌋ + 1, capped at I = n_rings − 1."""
+    with np.errstate(divide="ignore"):
+        i = np.floor(np.log2(np.maximum(dist, 1e-300) / ring_base)).astype(np.int64) + 1
+    return np.clip(i, 0, n_rings - 1)
+
+
+def assign_parts(x: np.ndarray, centers: np.ndarray, ring_base: float, n_rings: int):
+    """(ring, nearest-center) of every point."""
+    f, dist = nearest_center(x, centers)
+    return ring_of(dist, ring_base, n_rings), f

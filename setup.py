@@ -1,0 +1,24 @@
+from setuptools import find_packages, setup
+
+setup(
+    name="dpstream",
+    version="0.1.0",
+    description="Differentially private streaming k-means / k-median (Epasto, Mukherjee, Zhong) on Apache Beam",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["dpstream", "dpstream.*"]),
+    install_requires=[
+        "numpy>=1.24",
+        "scipy>=1.10",
+        "scikit-learn>=1.3",
+        "dp-accounting>=0.4",
+        "matplotlib>=3.7",
+    ],
+    extras_require={
+        "test": ["pytest>=7", "hypothesis>=6"],
+        # diffprivlib 0.6.6 does not import with scikit-learn >= 1.9: benchmark-only, own venv
+        "bench": ["diffprivlib==0.6.6", "scikit-learn>=1.3,<1.9", "pillow"],
+    },
+    entry_points={"console_scripts": ["dpstream-demo=dpstream.demo:main"]},
+)
