@@ -199,9 +199,11 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
     def fit_predict(self, X, y=None) -> np.ndarray:
         return self.fit(X).predict(X)
 
-    def state_size(self) -> int:
-        """Floats held in the engine's state, measured from its arrays."""
-        return 0 if self._engine is None else self._engine.state_size()
+    def state_size(self, peak: bool = False) -> int:
+        """Floats held in the engine's state, measured from its arrays (``peak=True``: the largest seen)."""
+        if self._engine is None:
+            return 0
+        return self._engine.peak_state if peak else self._engine.state_size()
 
     @property
     def engine_(self) -> Engine:

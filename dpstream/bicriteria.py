@@ -20,7 +20,7 @@ import numpy as np
 
 from .counters import BinaryMechanism
 from .grids import ShiftedGrids
-from .heavy_hitters import bucket_updates, decode_buckets
+from .heavy_hitters import bucket_updates_from_ids, decode_buckets
 from .noise import NoiseSource
 from .params import EngineConfig
 from .privacy import PrivacyPlan
@@ -66,11 +66,11 @@ class BicriteriaDPCenters:
         cache = {}
         for q, lv, r, off, width in self.blocks:
             if (q, lv) not in cache:
-                ids = self.grids.cell_ids(x, q, lv)
-                cache[(q, lv)] = (ids, self.grids.encode(ids, lv))
-            ids, bits = cache[(q, lv)]
+                cache[(q, lv)] = self.grids.cell_ids(x, q, lv)
+            ids = cache[(q, lv)]
             j = self.grids.bucket(ids, q, lv, r)
-            u[off:off + w * width] = bucket_updates(j, bits, w).ravel()
+            u[off:off + w * width] = bucket_updates_from_ids(j, ids, w, int(self.grids.values[lv]),
+                                                             int(self.grids.bits[lv])).ravel()
             touch.append(j)
         self.last_touch = touch
         return u

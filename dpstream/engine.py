@@ -64,6 +64,8 @@ class Engine:
         self.n_points = 0  # operator telemetry
         self._cache_version = None
         self._adopted_bic = 1
+        self._refits = 0
+        self.peak_state = 0  # largest state_size() seen at the end of a tick's ingestion (before flushes)
         self._adopted_release = None
         self._cache = None
         self.last_ring = None  # ring of each point of the last tick (tracer tests)
@@ -100,6 +102,7 @@ class Engine:
         else:
             count_est = None
         self.mr.step(t, x, ring, f)
+        self.peak_state = max(self.peak_state, self.state_size())
         F = self.candidate_centers()
         grown = F.shape[0] > self._adopted_bic
         if cfg.ring_centers == "bicriteria+released" and self._cache is not None:
@@ -137,9 +140,13 @@ class Engine:
             w = np.rint(w).astype(np.int64)
             keep = w > 0
             pts, w = pts[keep], w[keep]
+            # a fresh k-means++ fit at each epoch and every 8th refit, warm starts in between
+            warm = (self._cache is not None and self._refits % 8 != 0 and self._cache_version is not None
+                    and self._cache_version[0] == self.epoch)
             centers = cluster_coreset(pts, w, cfg.n_clusters, cfg.objective,
                                       self.noise.generator(("release", self.epoch, t, "cluster")),
-                                      self.center, n_init=cfg.n_init)
+                                      self.center, n_init=cfg.n_init, init=self._cache[2] if warm else None)
+            self._refits += 1
             self._cache = (pts, w, centers)
             self._cache_version = version
         pts, w, centers = self._cache

@@ -30,6 +30,25 @@ def bucket_updates(buckets: np.ndarray, bits: np.ndarray, n_buckets: int) -> np.
     return out
 
 
+def bucket_updates_from_ids(buckets: np.ndarray, ids: np.ndarray, n_buckets: int, n_values: int,
+                            n_bits: int) -> np.ndarray:
+    """Same result as ``bucket_updates(buckets, encode(ids))`` without materialising the bit matrix.
+
+    Per (bucket, coordinate) a histogram of id values is one ``bincount``; the
+    bit sums are that histogram times the (values × bits) bit table.
+    """
+    n, d = ids.shape
+    out = np.zeros((n_buckets, 1 + d * n_bits), dtype=np.int64)
+    if n == 0:
+        return out
+    out[:, 0] = np.bincount(buckets, minlength=n_buckets)
+    flat = ((buckets[:, None] * d + np.arange(d)) * n_values + ids).ravel()
+    hist = np.bincount(flat, minlength=n_buckets * d * n_values).reshape(n_buckets * d, n_values)
+    table = (np.arange(n_values)[:, None] >> np.arange(n_bits)) & 1
+    out[:, 1:] = (hist @ table).reshape(n_buckets, d * n_bits)
+    return out
+
+
 def decode_buckets(released: np.ndarray, alpha: float, tau_min: float):
     """Decode each bucket's dominant cell from noisy (N̂, K̂) rows of shape (w, 1+B).
 

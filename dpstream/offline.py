@@ -18,6 +18,18 @@ from sklearn.exceptions import ConvergenceWarning
 
 from .rings import nearest_center
 
+_THREADPOOLS = None
+
+
+def _single_thread():
+    """One BLAS/OpenMP thread for the small k-means fits (thread start-up dominates them)."""
+    global _THREADPOOLS
+    if _THREADPOOLS is None:
+        from threadpoolctl import ThreadpoolController
+
+        _THREADPOOLS = ThreadpoolController()
+    return _THREADPOOLS.limit(limits=1)
+
 
 def _pad(centers: np.ndarray, k: int, fill: np.ndarray) -> np.ndarray:
     if centers.shape[0] >= k:
@@ -74,7 +86,11 @@ def cluster_coreset(points, weights, k: int, objective: str, rng: np.random.Gene
     if objective == "kmedian":
         return _pad(weighted_kmedian(P, w, k, rng), k, mean)
     seed = int(rng.integers(0, 2**31 - 1))
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), _single_thread():
         warnings.simplefilter("ignore", ConvergenceWarning)
-        km = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit(P, sample_weight=w)
+        if init is not None and init.shape == (k, P.shape[1]):
+            # warm start from the previous release's centers (itself a DP output)
+            km = KMeans(n_clusters=k, init=init, n_init=1, random_state=seed).fit(P, sample_weight=w)
+        else:
+            km = KMeans(n_clusters=k, n_init=n_init, random_state=seed).fit(P, sample_weight=w)
     return km.cluster_centers_

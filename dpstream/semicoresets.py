@@ -261,12 +261,7 @@ class LloydSemicoreset(Semicoreset):
         C = np.broadcast_to(init, (n_parts, k, d)).copy()
         n_cells = n_parts * k
         for it in range(cfg.lloyd_iters + 1):
-            if len(y):
-                diff = y[:, None, :] - C[part]
-                lab = (diff ** 2).sum(axis=2).argmin(axis=1)
-                cell = part * k + lab
-            else:
-                cell = np.zeros(0, dtype=np.int64)
+            cell = part * k + self._labels(y, part, C) if len(y) else np.zeros(0, dtype=np.int64)
             counts = np.bincount(cell, minlength=n_cells)
             noisy = self.noisy_counts(key + ("count", it), counts)
             if it == cfg.lloyd_iters:
@@ -281,6 +276,26 @@ class LloydSemicoreset(Semicoreset):
             C = flat.reshape(n_parts, k, d)
         w = np.where(noisy >= self.count_tail(n_cells), noisy, 0)
         return WeightedSet(C.reshape(n_cells, d), w, np.repeat(np.arange(n_parts), k))
+
+
+    @staticmethod
+    def _labels(y, part, C):
+        """Nearest of its part's centers for every point, one part at a time (bounded memory).
+
+        The order of the work depends on which parts hold points, but its result does
+        not: every part's counts and sums are noised below whether it is empty or not.
+        """
+        lab = np.empty(len(y), dtype=np.int64)
+        order = np.argsort(part, kind="stable")
+        sp = part[order]
+        starts = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]])
+        ends = np.r_[starts[1:], sp.size]
+        for a, b in zip(starts, ends):  # loop over non-empty parts, not points
+            idx = order[a:b]
+            c = C[sp[a]]
+            d2 = (c ** 2).sum(axis=1)[None, :] - 2.0 * y[idx] @ c.T
+            lab[idx] = d2.argmin(axis=1)
+        return lab
 
 
 SEMICORESETS = {"tree": TreeSemicoreset, "lloyd": LloydSemicoreset, "snap": SnapSemicoreset}
