@@ -68,6 +68,8 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         each ``partial_fit`` call holds the records of a fixed time interval.
     center : array of shape (d,) or None
         Public center of the data ball (default: the origin).
+    verbose : int, default 0
+        ``fit`` prints a progress line every 10% of the ticks when > 0.
     **advanced
         Any other field of :class:`dpstream.params.EngineConfig` (grid levels,
         buckets, block size, tree depth, privacy split, ...).
@@ -84,7 +86,7 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
 
     def __init__(self, n_clusters=8, *, epsilon=1.0, delta=1e-6, radius=None, objective="kmeans",
                  semicoreset="tree", random_state=None, tick_size=1000, horizon_ticks=None,
-                 neighbouring="replace_one", center=None, **advanced):
+                 neighbouring="replace_one", center=None, verbose=0, **advanced):
         unknown = set(advanced) - set(_ADVANCED)
         if unknown:
             raise ValueError(f"unknown parameter(s) {sorted(unknown)}; known advanced parameters: {_ADVANCED}")
@@ -99,6 +101,7 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         self.horizon_ticks = horizon_ticks
         self.neighbouring = neighbouring
         self.center = center
+        self.verbose = verbose
         self.advanced = dict(advanced)
         if radius is None:
             raise ValueError("radius is required: a public bound on the norm of the data (never computed from it)")
@@ -179,8 +182,13 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
             raise ValueError(f"X needs {n_ticks} ticks of {self.tick_size} rows but horizon_ticks={horizon}; "
                              f"raise horizon_ticks or tick_size")
         self._start(X.shape[1], horizon)
-        for s in range(0, X.shape[0], self.tick_size):
+        every = max(1, n_ticks // 10)
+        for i, s in enumerate(range(0, X.shape[0], self.tick_size)):
             self._take(self._engine.step(X[s:s + self.tick_size]))
+            if self.verbose and ((i + 1) % every == 0 or i + 1 == n_ticks):
+                rel = self.release_
+                print(f"[dpstream] tick {rel.tick}/{n_ticks} epoch {rel.epoch} |F|={rel.n_candidate_centers} "
+                      f"DP count ≈ {rel.count_estimate:,.0f}", flush=True)
         return self
 
     def _take(self, rel: Release) -> None:
