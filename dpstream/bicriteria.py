@@ -20,7 +20,7 @@ import numpy as np
 
 from .counters import BinaryMechanism
 from .grids import ShiftedGrids
-from .heavy_hitters import bucket_updates_from_ids, decode_buckets
+from .heavy_hitters import bucket_updates, bucket_updates_from_ids, decode_buckets
 from .noise import NoiseSource
 from .params import EngineConfig
 from .privacy import PrivacyPlan
@@ -69,8 +69,12 @@ class BicriteriaDPCenters:
                 cache[(q, lv)] = self.grids.cell_ids(x, q, lv)
             ids = cache[(q, lv)]
             j = self.grids.bucket(ids, q, lv, r)
-            u[off:off + w * width] = bucket_updates_from_ids(j, ids, w, int(self.grids.values[lv]),
-                                                             int(self.grids.bits[lv])).ravel()
+            nv, nb = int(self.grids.values[lv]), int(self.grids.bits[lv])
+            if w * nv <= 2 * len(ids) * nb:  # the id-value histogram is cheaper than the bit matrix (measured)
+                upd = bucket_updates_from_ids(j, ids, w, nv, nb)
+            else:
+                upd = bucket_updates(j, self.grids.encode(ids, lv), w)
+            u[off:off + w * width] = upd.ravel()
             touch.append(j)
         self.last_touch = touch
         return u
