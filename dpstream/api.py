@@ -108,7 +108,8 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         if not (isinstance(tick_size, numbers.Integral) and tick_size >= 1):
             raise ValueError(f"tick_size must be an integer >= 1, got {tick_size!r}")
         # validate everything now, with a placeholder dimension
-        self._config(dim=1 if center is None else len(np.atleast_1d(center)), horizon=horizon_ticks or 1)
+        self._config(dim=1 if center is None else len(np.atleast_1d(center)),
+                     horizon=1 if horizon_ticks is None else horizon_ticks)
         self._engine: Optional[Engine] = None
 
     def get_params(self, deep=True):
@@ -167,17 +168,22 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         """Consume one tick of points (0 rows is an empty tick: every mechanism still advances)."""
         X = self._check_X(X)
         if self._engine is None:
-            self._start(X.shape[1], self.horizon_ticks or DEFAULT_PARTIAL_FIT_HORIZON)
+            self._start(X.shape[1], DEFAULT_PARTIAL_FIT_HORIZON if self.horizon_ticks is None
+                        else self.horizon_ticks)
         self._take(self._engine.step(X))
         return self
 
     def fit(self, X, y=None) -> "DPStreamClusterer":
         """Restart and stream X in ticks of ``tick_size`` rows (a position clock)."""
-        X = self._check_X(X, allow_empty=False)
+        if self.neighbouring != "replace_one":
+            raise ValueError("fit() makes ticks by counting rows (a position clock), which is differentially "
+                             "private only under neighbouring='replace_one'; use partial_fit with one call per "
+                             "fixed time interval for add_remove")
         for attr in ("n_features_in_", "release_", "cluster_centers_"):
             self.__dict__.pop(attr, None)
+        X = self._check_X(X, allow_empty=False)
         n_ticks = math.ceil(X.shape[0] / self.tick_size)
-        horizon = self.horizon_ticks or n_ticks
+        horizon = n_ticks if self.horizon_ticks is None else self.horizon_ticks
         if n_ticks > horizon:
             raise ValueError(f"X needs {n_ticks} ticks of {self.tick_size} rows but horizon_ticks={horizon}; "
                              f"raise horizon_ticks or tick_size")

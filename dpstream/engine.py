@@ -39,11 +39,18 @@ from .semicoresets import WeightedSet, make_semicoreset
 
 def clip_to_ball(x: np.ndarray, center: np.ndarray, radius: float):
     """Project points outside B(center, Λ) onto its boundary; returns (clipped, number clipped)."""
-    y = x - center
-    nrm = np.linalg.norm(y, axis=1)
+    with np.errstate(over="ignore"):
+        y = x - center
+    inf_rows = ~np.all(np.isfinite(y), axis=1)
+    if inf_rows.any():  # x − center overflowed: the infinite coordinates dominate the direction
+        y[inf_rows] = np.where(np.isinf(y[inf_rows]), np.sign(y[inf_rows]), 0.0) * radius * 4
+    # scale rows by their max |coordinate| first so huge finite values cannot overflow the norm
+    big = np.abs(y).max(axis=1) if y.size else np.zeros(0)
+    big = np.where(big > 0, big, 1.0)
+    nrm = np.linalg.norm(y / big[:, None], axis=1) * big
     over = nrm > radius
     if over.any():
-        y[over] *= (radius / nrm[over])[:, None] * (1 - 1e-12)
+        y[over] = (y[over] / big[over][:, None]) * (radius / (nrm[over] / big[over]))[:, None] * (1 - 1e-12)
     return y + center, int(over.sum())
 
 

@@ -44,33 +44,53 @@ def cost(points: np.ndarray, centers: np.ndarray, weights=None, z: int = 2) -> f
     return float(v.sum() if weights is None else (np.asarray(weights) * v).sum())
 
 
-def weiszfeld(points, weights, start, iters: int = 20):
-    y = start.copy()
+def weiszfeld(points, weights, start, iters: int = 100, tol: float = 1e-10):
+    """Weighted geometric median by Weiszfeld's iteration with the Vardi–Zhang step at data points."""
+    y = np.asarray(start, dtype=float).copy()
     for _ in range(iters):
-        d = np.linalg.norm(points - y, axis=1)
-        inv = weights / np.maximum(d, 1e-12)
+        diff = points - y
+        d = np.linalg.norm(diff, axis=1)
+        at = d <= 1e-12
+        inv = np.where(at, 0.0, weights / np.where(at, 1.0, d))
         s = inv.sum()
         if s <= 0:
             break
-        y = (inv[:, None] * points).sum(axis=0) / s
+        T = (inv[:, None] * points).sum(axis=0) / s
+        eta = weights[at].sum()
+        if eta > 0:  # y sits on a data point: move only if the pull of the others beats its weight
+            r = np.linalg.norm((inv[:, None] * diff).sum(axis=0))
+            lam = min(1.0, eta / r) if r > 0 else 1.0
+            T = (1 - lam) * T + lam * y
+        if np.linalg.norm(T - y) <= tol * (1 + np.linalg.norm(y)):
+            y = T
+            break
+        y = T
     return y
 
 
-def weighted_kmedian(points, weights, k, rng, iters: int = 10):
+def weighted_kmedian(points, weights, k, rng, iters: int = 20, n_init: int = 3):
+    """Best of ``n_init`` runs of D¹ seeding + weighted Lloyd with Weiszfeld medians."""
     from .coresets import kmeanspp
 
-    C = points[kmeanspp(points, weights, k, rng, z=1)]
-    for _ in range(iters):
-        lab, _ = nearest_center(points, C)
-        newC = C.copy()
-        for j in range(C.shape[0]):  # loop over k centers, not points
-            m = lab == j
-            if weights[m].sum() > 0:
-                newC[j] = weiszfeld(points[m], weights[m], C[j])
-        if np.allclose(newC, C):
-            break
-        C = newC
-    return C
+    best, best_cost = None, np.inf
+    for _ in range(max(1, n_init)):
+        C = points[kmeanspp(points, weights, k, rng, z=1)]
+        for _ in range(iters):
+            lab, _ = nearest_center(points, C)
+            newC = C.copy()
+            for j in range(C.shape[0]):  # loop over k centers, not points
+                m = lab == j
+                wm = weights[m]
+                if wm.sum() > 0:
+                    mean = (wm[:, None] * points[m]).sum(axis=0) / wm.sum()
+                    newC[j] = weiszfeld(points[m], wm, mean)
+            if np.allclose(newC, C, rtol=0, atol=1e-12):
+                break
+            C = newC
+        c = cost(points, C, weights, z=1)
+        if c < best_cost:
+            best, best_cost = C, c
+    return best
 
 
 def cluster_coreset(points, weights, k: int, objective: str, rng: np.random.Generator, fallback: np.ndarray,
@@ -84,7 +104,7 @@ def cluster_coreset(points, weights, k: int, objective: str, rng: np.random.Gene
     if P.shape[0] <= k:
         return _pad(P, k, mean)
     if objective == "kmedian":
-        return _pad(weighted_kmedian(P, w, k, rng), k, mean)
+        return _pad(weighted_kmedian(P, w, k, rng, n_init=n_init), k, mean)
     seed = int(rng.integers(0, 2**31 - 1))
     with warnings.catch_warnings(), _single_thread():
         warnings.simplefilter("ignore", ConvergenceWarning)

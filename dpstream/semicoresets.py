@@ -167,7 +167,8 @@ class TreeSemicoreset(Semicoreset):
         V = self.noise.generator(key + ("directions",), D * d).normal(size=(D, d))
         bits = (y @ V.T >= 0) if len(y) else np.zeros((0, D), dtype=bool)
         theta_k = max(self.count_tail(n_parts), cfg.tree_keep_factor * self.sum_noise_norm())
-        theta_b = cfg.tree_branch_factor * theta_k
+        # a branched node must be kept, so a root-to-leaf path holds at most one leaf
+        theta_b = max(cfg.tree_branch_factor, 1.0) * theta_k
         # level 0: the roots (every part, empty ones included)
         node_key = np.arange(n_parts, dtype=np.int64)  # key at level l: part·2^l + path code
         pt_node = part.copy()  # index into the current level's node list, -1 once off-tree
