@@ -67,7 +67,7 @@ class ShiftedGrids:
         """Bit matrix (n, d·b_ℓ), coordinate-major, least significant bit first."""
         b = int(self.bits[level])
         shifts = np.arange(b, dtype=np.int64)
-        return ((ids[:, :, None] >> shifts) & 1).reshape(ids.shape[0], -1).astype(np.int8)
+        return ((ids[:, :, None] >> shifts) & 1).reshape(ids.shape[0], ids.shape[1] * b).astype(np.int8)
 
     def decode(self, bits: np.ndarray, level: int) -> np.ndarray:
         b = int(self.bits[level])
