@@ -7,13 +7,14 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=find_packages(include=["dpstream", "dpstream.*"]),
+    packages=find_packages(include=["dpstream", "dpstream.*", "transforms", "transforms.*"]),
     install_requires=[
         "numpy>=1.24",
         "scipy>=1.10",
         "scikit-learn>=1.3",
         "dp-accounting>=0.4",
         "matplotlib>=3.7",
+        "apache-beam[gcp]>=2.60",
     ],
     extras_require={
         "test": ["pytest>=7", "hypothesis>=6"],

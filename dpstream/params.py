@@ -81,14 +81,14 @@ class EngineConfig:
     epoch_schedule: str = "doubling"
     coreset_size: Optional[int] = None
     # black box A
-    tree_depth: int = 8
+    tree_depth: int = 6
     tree_keep_factor: float = 3.0
     tree_branch_factor: float = 2.0
     lloyd_iters: int = 3
     count_share: float = 0.5
-    weight_beta: float = 0.05
+    weight_beta: float = 0.5
     # budget split (bicriteria, svt, A)
-    privacy_split: Tuple[float, float, float] = (0.45, 0.1, 0.45)
+    privacy_split: Tuple[float, float, float] = (0.1, 0.05, 0.85)
     # offline clustering
     n_init: int = 3
     sum_grid_bits: int = 20
@@ -154,7 +154,7 @@ class EngineConfig:
 
     @property
     def s_b(self) -> int:
-        return int(self.coreset_size) if self.coreset_size is not None else 20 * self.n_clusters
+        return int(self.coreset_size) if self.coreset_size is not None else 50 * self.n_clusters
 
     @property
     def center_vec(self) -> np.ndarray:

@@ -66,30 +66,43 @@ def pure_pld(epsilon: float, vdi: float = _VDI):
                                            value_discretization_interval=vdi)
 
 
+def _phi(x: float) -> float:
+    return 0.5 * math.erfc(-x / math.sqrt(2.0))
+
+
 def gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
     """ε of the Gaussian mechanism N(0, z²) at δ, from its exact privacy profile (Balle–Wang 2018)."""
-    from scipy.stats import norm
-
     z = float(noise_multiplier)
     if z <= 0:
         return math.inf
+    a = 1.0 / (2 * z)
 
     def delta_of(eps):
-        a = 1.0 / (2 * z)
-        return norm.cdf(a - eps * z) - math.exp(eps) * norm.cdf(-a - eps * z) if eps < 700 else 0.0
+        return _phi(a - eps * z) - math.exp(eps) * _phi(-a - eps * z) if eps < 700 else 0.0
 
     lo, hi = 0.0, 1.0
     while delta_of(hi) > delta:
         lo, hi = hi, hi * 2
         if hi > 1e7:
             return math.inf
-    for _ in range(100):
+    for _ in range(60):
         mid = (lo + hi) / 2
         if delta_of(mid) > delta:
             lo = mid
         else:
             hi = mid
     return hi
+
+
+def pld_discretisation(epsilon: float) -> float:
+    """PLD value discretisation interval for a budget ε: 0.1% of ε within [1e-4, 1e-2].
+
+    Pessimistic PLDs are upper bounds at any interval; scaling it with ε keeps small budgets
+    precise and large ones cheap."""
+    return min(1e-2, max(1e-4, 1e-3 * epsilon))
+
+
+_vdi = pld_discretisation
 
 
 _PLD_MAX_EPS = 30.0  # beyond this the PLD grids overflow; the basic sum is used instead
@@ -108,9 +121,9 @@ def calibrate_gaussian_with_pure(epsilon: float, delta: float, eps_pure: float) 
     budget = epsilon * (1 - 1e-6)
 
     def eps_of(z):
-        p = gaussian_pld(z)
+        p = gaussian_pld(z, _vdi(epsilon))
         if eps_pure > 0:
-            p = p.compose(pure_pld(eps_pure))
+            p = p.compose(pure_pld(eps_pure, _vdi(epsilon)))
         return p.get_epsilon_for_delta(delta)
 
     lo, hi = 1e-3, 1.0
@@ -224,7 +237,7 @@ class PrivacyPlan:
                     pld_eps = basic = cfg.epsilon
                     break
                 basic = gaussian_epsilon(z, cfg.delta) + eps_svt
-                pld_eps = _pld_epsilon(gauss, eps_svt, cfg.delta)
+                pld_eps = _pld_epsilon(gauss, eps_svt, cfg.delta, cfg.epsilon)
                 if min(pld_eps, basic) <= cfg.epsilon:
                     break
                 z *= 1.001
@@ -310,14 +323,16 @@ class PrivacyPlan:
         return self.table()
 
 
-def _pld_epsilon(gauss_lines, eps_svt: float, delta: float) -> float:
-    pld = None
-    for ln in gauss_lines:
-        p = gaussian_pld(ln.noise_multiplier)
-        if ln.count > 1:
-            p = p.self_compose(ln.count)
-        pld = p if pld is None else pld.compose(p)
-    return pld.compose(pure_pld(eps_svt)).get_epsilon_for_delta(delta)
+def joint_noise_multiplier(gauss_lines) -> float:
+    """Gaussian mechanisms compose exactly into one: 1/z² = Σ count·(Δ/σ)²."""
+    inv = sum(ln.count * (ln.sensitivity / ln.noise) ** 2 for ln in gauss_lines)
+    return math.inf if inv == 0 else 1.0 / math.sqrt(inv)
+
+
+def _pld_epsilon(gauss_lines, eps_svt: float, delta: float, epsilon: float) -> float:
+    vdi = _vdi(epsilon)
+    return gaussian_pld(joint_noise_multiplier(gauss_lines), vdi).compose(
+        pure_pld(eps_svt, vdi)).get_epsilon_for_delta(delta)
 
 
 def a_multiplicities(cfg: EngineConfig) -> Tuple[int, int]:

@@ -104,10 +104,15 @@ class Semicoreset:
         # truncation toward zero keeps |q_j| ≤ |y_j|·grid, so ℓ1/ℓ2 bounds of y carry over
         return np.trunc(y * self.grid).astype(np.int64)
 
-    def count_tail(self, n_draws: int) -> float:
-        """τ_w: with prob ≥ 1−β no noise among n_draws count draws exceeds it."""
+    def count_tail(self, n_draws: int, run_wide: bool = True) -> float:
+        """τ_w: with prob ≥ 1−β no noise among ``n_draws`` count draws exceeds it.
+
+        ``run_wide`` takes the union bound over every tick of the run as well (a public
+        number), so empty parts add no phantom mass over the whole stream (review finding 14);
+        counts *inside* a part whose own count already passed use the bound of one call.
+        """
         beta = self.cfg.weight_beta
-        n = max(int(n_draws), 1)
+        n = max(int(n_draws), 1) * (self.cfg.horizon_ticks if run_wide else 1)
         s = self.plan.a_count_scale
         if self.plan.a_mechanism == "gaussian":
             return s * math.sqrt(2.0 * math.log(2.0 * n / beta))
@@ -166,8 +171,8 @@ class TreeSemicoreset(Semicoreset):
         D, d = cfg.tree_depth, cfg.dim
         V = self.noise.generator(key + ("directions",), D * d).normal(size=(D, d))
         bits = (y @ V.T >= 0) if len(y) else np.zeros((0, D), dtype=bool)
-        theta_k = max(self.count_tail(n_parts), cfg.tree_keep_factor * self.sum_noise_norm())
-        # a branched node must be kept, so a root-to-leaf path holds at most one leaf
+        theta_k = max(self.count_tail(n_parts, run_wide=False), cfg.tree_keep_factor * self.sum_noise_norm())
+        theta_root = max(theta_k, self.count_tail(n_parts))  # an empty part's root must not pass
         theta_b = max(cfg.tree_branch_factor, 1.0) * theta_k
         # level 0: the roots (every part, empty ones included)
         node_key = np.arange(n_parts, dtype=np.int64)  # key at level l: part·2^l + path code
@@ -179,8 +184,8 @@ class TreeSemicoreset(Semicoreset):
         for lv in range(D + 1):
             counts = np.bincount(pt_node[pt_node >= 0], minlength=node_key.size)
             noisy = self.noisy_counts(key + ("count", lv), counts)
-            kept = noisy >= theta_k
-            branched = (noisy >= theta_b) & (lv < D)
+            kept = noisy >= (theta_root if lv == 0 else theta_k)
+            branched = kept & (noisy >= theta_b) & (lv < D)  # branched ⇒ kept: one leaf per path
             levels.append((node_key, noisy, kept, branched, parent))
             point_nodes.append(pt_node.copy())
             if lv == D or not branched.any():

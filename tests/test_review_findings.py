@@ -1,0 +1,633 @@
+"""The privacy review's engine findings, one test (or a few) each, each shown to fail without its fix.
+
+F1  A is total over all parts (empty ones included): same draws, same candidates.
+F2/F3  public horizon: ticks 1..T release, tick T+1 raises ``HorizonExceeded``.
+F4b fit() is a position clock: replace-one by default, reported in the plan.
+F5  replace-one sensitivities: SVT ×2, Gaussian counters σ ×√2, A sums 2 vs 1.
+F6  integer noise on every released count.
+F7  the seed: OS entropy by default, warnings for int seeds, a public hash, never the seed.
+F8  raw points stay raw until A; no memory guard triggers a release.
+F10 ring assignment uses the epoch's adopted (released) centers, not the latest F.
+F11 cell ids fit the calibrated bit width, also on the ball's boundary.
+F14 empty parts add no phantom mass.
+"""
+from __future__ import annotations
+
+import base64
+import json
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import dpstream.engine as engine_mod
+import dpstream.merge_reduce as mr_mod
+import dpstream.semicoresets as sc_mod
+from dpstream import DPStreamClusterer, Engine, EngineConfig, UnsafeSeedWarning
+from dpstream.counters import BinaryMechanism, HorizonExceeded
+from dpstream.grids import ShiftedGrids
+from dpstream.noise import NoiseSource
+from dpstream.params import EngineConfig as _EC
+from dpstream.privacy import PrivacyPlan
+from dpstream.semicoresets import WeightedSet, make_semicoreset
+
+pytestmark = pytest.mark.filterwarnings("ignore::dpstream.noise.UnsafeSeedWarning")
+
+SEED = bytes(range(64, 96))
+
+
+def _cfg(**kw):
+    base = dict(n_clusters=2, dim=2, radius=10.0, epsilon=1.0, delta=1e-6, horizon_ticks=16, grid_levels=3,
+                block_size=150, n_rings=6, tree_depth=4)
+    base.update(kw)
+    return EngineConfig(**base)
+
+
+def _stream(n_ticks=16, per_tick=120, seed=2):
+    rng = np.random.default_rng(seed)
+    means = np.array([[4.0, 4.0], [-4.0, 3.0], [1.0, -5.0]])
+    return [means[rng.integers(0, 3, per_tick)] + rng.normal(scale=0.5, size=(per_tick, 2)) for _ in range(n_ticks)]
+
+
+def _a_skips_empty_parts(monkeypatch):
+    """The natural-but-wrong A: only parts that received points are processed (finding 1)."""
+    orig = sc_mod.Semicoreset.__call__
+
+    def call(self, x, part, centers, radii, key):
+        part = np.asarray(part, dtype=np.int64)
+        used = np.unique(part)
+        if used.size == 0:
+            return WeightedSet.empty(self.cfg.dim)
+        out = orig(self, x, np.searchsorted(used, part), np.asarray(centers)[used], np.asarray(radii)[used], key)
+        return WeightedSet(out.points, out.weights, used[out.part])
+
+    monkeypatch.setattr(sc_mod.Semicoreset, "__call__", call)
+
+
+# =========================== F1: A is a total function ===================================
+
+_PLANS = {}
+
+
+def _plan(cfg):
+    """PrivacyPlan.build is a pure function of cfg (~0.5-1 s): built once per cfg for the A probes."""
+    if cfg not in _PLANS:
+        _PLANS[cfg] = PrivacyPlan.build(cfg)
+    return _PLANS[cfg]
+
+
+def a_draws(semicoreset, x, part, n_parts, seed=SEED, **kw):
+    """Noise keys drawn and output rows of one A call on a block."""
+    cfg = _cfg(semicoreset=semicoreset, **kw)
+    plan = _plan(cfg)
+    noise = NoiseSource(seed, trace=True)
+    A = make_semicoreset(cfg, plan, noise)
+    centers = np.zeros((n_parts, 2)) + np.arange(n_parts)[:, None]
+    radii = np.full(n_parts, 2.0)
+    out = A(np.asarray(x, float).reshape(-1, 2), np.asarray(part, np.int64), centers, radii, ("A", 0, 1, "fire"))
+    return noise.keys, out
+
+
+def check_a_total(semicoreset, **kw):
+    n_parts = 6
+    empty_keys, _ = a_draws(semicoreset, np.zeros((0, 2)), np.zeros(0), n_parts, **kw)
+    # one point in part 4 only; then points in every part but 1
+    rng = np.random.default_rng(0)
+    for parts in ([4], [0, 2, 3, 4, 5, 0, 0, 3]):
+        parts = np.array(parts)
+        x = parts[:, None] + rng.uniform(-0.5, 0.5, size=(parts.size, 2))
+        keys, _ = a_draws(semicoreset, x, parts, n_parts, **kw)
+        assert keys == empty_keys, f"{semicoreset}: A's draws depend on which parts are empty"
+    # every part gets its count draw, empty or not
+    counts = [size for (key, size) in empty_keys if "count" in key]
+    assert counts and max(counts) >= n_parts
+
+
+@pytest.mark.parametrize("semicoreset", ["tree", "lloyd", "snap"])
+def test_f1_a_draws_do_not_depend_on_empty_parts(semicoreset):
+    check_a_total(semicoreset)
+
+
+@pytest.mark.parametrize("semicoreset", ["snap", "lloyd"])
+def test_f1_a_candidates_are_data_independent(semicoreset):
+    """Before the public weight threshold, A yields n_parts (snap) or n_parts·k (lloyd) candidates."""
+    cfg = _cfg(semicoreset=semicoreset)
+    A = make_semicoreset(cfg, _plan(cfg), NoiseSource(SEED))
+    per = 1 if semicoreset == "snap" else cfg.n_clusters
+    for n in (0, 1, 50):
+        y = np.random.default_rng(n).uniform(-0.5, 0.5, size=(n, 2))
+        out = A.run(y, np.zeros(n, dtype=np.int64), 5, ("A", 0, n, "fire"))
+        assert len(out) == 5 * per
+        np.testing.assert_array_equal(np.sort(out.part), np.repeat(np.arange(5), per))
+
+
+def test_f1_engine_calls_a_on_every_part(monkeypatch):
+    """Every A call covers every (ring, center) of the rings it processes; a flush covers all rings."""
+    seen = []
+    orig_run_a = mr_mod.EpochMergeReduce._run_A
+    orig_run = {}
+
+    def run_a(self, rings, tick, why):
+        seen.append([why, int(np.size(rings)), self.centers.shape[0], None])
+        return orig_run_a(self, rings, tick, why)
+
+    def spy_run(orig):
+        def run(self, y, part, n_parts, key):
+            seen[-1][3] = n_parts
+            return orig(self, y, part, n_parts, key)
+        return run
+
+    monkeypatch.setattr(mr_mod.EpochMergeReduce, "_run_A", run_a)
+    for name, cls in sc_mod.SEMICORESETS.items():
+        monkeypatch.setattr(cls, "run", spy_run(cls.run))
+    cfg = _cfg(horizon_ticks=16)
+    e = Engine(cfg, SEED)
+    for P in _stream():
+        e.step(P)
+    assert any(w == "flush" for w, *_ in seen) and any(w == "fire" for w, *_ in seen)
+    for why, n_rings, nF, n_parts in seen:
+        assert n_parts == n_rings * nF
+        if why == "flush":
+            assert n_rings == cfg.n_rings
+    assert max(nF for _, _, nF, _ in seen) > 1  # parts per ring really varied with |F|
+
+
+def test_f1_check_catches_a_skipping_empty_parts(monkeypatch):
+    _a_skips_empty_parts(monkeypatch)
+    for semicoreset in ("tree", "lloyd", "snap"):
+        with pytest.raises(AssertionError):
+            check_a_total(semicoreset)
+
+
+# =========================== F2/F3: public horizon ======================================
+
+def check_horizon(make_engine, T):
+    e = make_engine()
+    rng = np.random.default_rng(0)
+    ticks = []
+    for t in range(1, T + 1):
+        n = 0 if t % 3 == 0 else 40  # empty ticks release too
+        rel = e.step(rng.normal(size=(n, 2)))
+        ticks.append(rel.tick)
+    assert ticks == list(range(1, T + 1))
+    try:
+        e.step(rng.normal(size=(10, 2)))
+    except HorizonExceeded:
+        pass
+    else:
+        raise AssertionError(f"tick {T + 1} past the horizon T={T} was not refused")
+    assert e.t == T
+    try:  # still refused, also for an empty tick
+        e.step(np.zeros((0, 2)))
+    except HorizonExceeded:
+        pass
+    else:
+        raise AssertionError("an empty tick past the horizon was not refused")
+
+
+@pytest.mark.parametrize("bicriteria", [True, False])
+def test_f3_horizon_fails_closed(bicriteria):
+    T = 9
+    check_horizon(lambda: Engine(_cfg(horizon_ticks=T, bicriteria=bicriteria), SEED), T)
+
+
+def test_f3_counter_fails_closed_on_its_own():
+    bm = BinaryMechanism(4, 5, NoiseSource(SEED), ("c",), "gaussian", 1.0)
+    for _ in range(5):
+        bm.step(np.ones(4, dtype=np.int64))
+    with pytest.raises(HorizonExceeded):
+        bm.step(None)
+
+
+def test_f3_check_catches_an_engine_without_horizon():
+    T = 9
+
+    def make():
+        e = Engine(_cfg(horizon_ticks=T), SEED)
+        object.__setattr__(e.cfg, "horizon_ticks", 10 * T)  # guard lifted ...
+        e.bic.counter.horizon = 10 * T  # ... in the engine and in its counters
+        return e
+
+    with pytest.raises(AssertionError, match="not refused"):
+        check_horizon(make, T)
+
+
+def test_f2_one_release_per_call_with_public_ticks():
+    m = DPStreamClusterer(2, epsilon=1.0, radius=10.0, random_state=0, horizon_ticks=12, grid_levels=3,
+                          n_rings=6, block_size=100)
+    rng = np.random.default_rng(1)
+    ticks = []
+    for t in range(12):
+        n = [0, 5, 300][t % 3]
+        m.partial_fit(rng.normal(size=(n, 2)))
+        ticks.append(m.release_.tick)
+    assert ticks == list(range(1, 13)) and m.n_ticks_ == 12
+    with pytest.raises(HorizonExceeded):
+        m.partial_fit(rng.normal(size=(3, 2)))
+
+
+# =========================== F4b: fit is a position clock ===============================
+
+def test_f4b_fit_defaults_to_replace_one():
+    X = np.random.default_rng(0).normal(size=(1000, 2))
+    m = DPStreamClusterer(2, epsilon=1.0, radius=5.0, random_state=0, tick_size=250, grid_levels=3)
+    assert m.get_params()["neighbouring"] == "replace_one"
+    m.fit(X)
+    assert m.privacy_plan_.neighbouring == "replace_one"
+    assert m.release_.to_dict()["privacy"]["neighbouring"] == "replace_one"
+    assert "replace_one" in m.privacy_plan_.table()
+    # and the plan is calibrated for it
+    ref = PrivacyPlan.build(m.engine_.cfg.with_(neighbouring="replace_one"))
+    assert m.privacy_plan_.svt_scale == ref.svt_scale
+
+
+def test_f4b_fit_refuses_add_remove():
+    """fit() makes ticks by counting rows (a position clock) and takes T from len(X): under
+    add/remove one added row shifts every later row into another tick and can add a tick,
+    so the guarantee the plan states for 'add_remove' does not hold (review findings 2, 4b).
+    fit must refuse it (partial_fit with event-time ticks is the add/remove path)."""
+    X = np.random.default_rng(0).normal(size=(1000, 2))
+    m = DPStreamClusterer(2, epsilon=1.0, radius=5.0, random_state=0, tick_size=250, grid_levels=3,
+                          neighbouring="add_remove")
+    with pytest.raises(ValueError, match="add_remove|position|replace_one"):
+        m.fit(X)
+
+
+# =========================== F5: replace-one factors ====================================
+
+def check_replace_factors(build):
+    for delta, kind in ((1e-6, "gaussian"), (0.0, "pure")):
+        for semi in ("tree", "lloyd"):
+            cfg = _cfg(delta=delta, semicoreset=semi, n_trees=2, n_reps=2)
+            rp = build(cfg.with_(neighbouring="replace_one"))
+            ar = build(cfg.with_(neighbouring="add_remove"))
+            assert rp.svt_scale == pytest.approx(2 * ar.svt_scale), "SVT scale must double"
+            f_hist = math.sqrt(2) if kind == "gaussian" else 2.0
+            for lv in ar.bic_scale:
+                assert rp.bic_scale[lv] == pytest.approx(f_hist * ar.bic_scale[lv]), "bicriteria counters"
+            assert rp.a_count_scale == pytest.approx(f_hist * ar.a_count_scale), "A counts (two parts)"
+            # sums of points within one part: ‖x − x'‖ ≤ 2 in the unit ball, not √2
+            assert rp.a_sum_scale == pytest.approx(2.0 * ar.a_sum_scale), "A sums (same part)"
+            sens = {ln.component: ln.sensitivity for ln in rp.lines}
+            sens_ar = {ln.component: ln.sensitivity for ln in ar.lines}
+            s_sum = [c for c in sens if "sums" in c][0]
+            assert sens[s_sum] == pytest.approx(2 * sens_ar[s_sum])
+
+
+def test_f5_replace_one_noise_scales():
+    check_replace_factors(PrivacyPlan.build)
+
+
+def test_f5_check_catches_a_plan_without_replace_factors(monkeypatch):
+    monkeypatch.setattr(_EC, "replace", property(lambda self: False))
+    with pytest.raises(AssertionError):
+        check_replace_factors(PrivacyPlan.build)
+
+
+# =========================== F6: integer noise ==========================================
+
+def check_integer_counts(semicoreset):
+    cfg = _cfg(semicoreset=semicoreset)
+    noise = NoiseSource(SEED)
+    A = make_semicoreset(cfg, _plan(cfg), noise)
+    counts = np.array([0, 3, 17, 2500, 10000])  # large parts survive the public weight threshold
+    noisy = A.noisy_counts(("A", 0, 1, "probe"), counts)
+    assert noisy.dtype.kind == "i", f"noisy counts have dtype {noisy.dtype}"
+    assert np.all((noisy - counts) == np.round(noisy - counts))
+    assert np.any(noisy != counts)  # there is noise
+    # the weights A outputs are integers, and for snap they are count + integer noise
+    rng = np.random.default_rng(0)
+    part = np.repeat(np.arange(5), counts)
+    x = part[:, None] + rng.uniform(-0.5, 0.5, size=(part.size, 2))
+    out = A(x, part, np.c_[np.arange(5.0), np.arange(5.0)], np.full(5, 1.0), ("A", 0, 2, "fire"))
+    assert out.weights.dtype.kind == "i" and len(out) > 0
+    if semicoreset == "snap":
+        diff = out.weights - counts[out.part]
+        assert np.all(diff == np.round(diff))
+
+
+@pytest.mark.parametrize("semicoreset", ["tree", "lloyd", "snap"])
+def test_f6_integer_noise_on_counts(semicoreset):
+    check_integer_counts(semicoreset)
+
+
+def test_f6_released_weights_and_counters_are_integers():
+    e = Engine(_cfg(delta=0.0), SEED)
+    for P in _stream():
+        rel = e.step(P)
+        assert rel.coreset_weights.dtype.kind == "i"
+        assert all(type(w) is int for w in rel.to_dict()["coreset_weights"])
+    assert e.bic.counter.release().dtype.kind == "i"
+    assert rel.coreset_weights.sum() > 0
+
+
+def test_f6_check_catches_float_noise(monkeypatch):
+    monkeypatch.setattr(NoiseSource, "int_noise",
+                        lambda self, key, size, mechanism, scale: self.gaussian(key, size, max(scale, 1.0)))
+    for semicoreset in ("tree", "snap"):
+        with pytest.raises(AssertionError):
+            check_integer_counts(semicoreset)
+
+
+# =========================== F7: the seed ===============================================
+
+def _fit(random_state, X):
+    return DPStreamClusterer(2, epsilon=1.0, radius=6.0, random_state=random_state, tick_size=300,
+                             grid_levels=3, n_rings=6, block_size=100).fit(X)
+
+
+def _x(n=1500):
+    rng = np.random.default_rng(4)
+    return np.r_[rng.normal(size=(n // 2, 2)) + 2, rng.normal(size=(n - n // 2, 2)) - 2]
+
+
+def test_f7_default_seed_is_fresh_entropy():
+    X = _x()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UnsafeSeedWarning)  # None must not warn
+        a, b = _fit(None, X), _fit(None, X)
+    assert a.privacy_plan_.seed_hash != b.privacy_plan_.seed_hash
+    assert json.dumps(a.release_.to_dict()) != json.dumps(b.release_.to_dict())
+    assert not np.array_equal(a.cluster_centers_, b.cluster_centers_)
+
+
+def test_f7_int_seed_warns_and_is_reproducible():
+    X = _x()
+    with pytest.warns(UnsafeSeedWarning):
+        a = _fit(7, X)
+    with pytest.warns(UnsafeSeedWarning):
+        b = _fit(7, X)
+    assert a.privacy_plan_.seed_hash == b.privacy_plan_.seed_hash
+    assert json.dumps(a.release_.to_dict()) == json.dumps(b.release_.to_dict())
+    c = _fit(8, X)
+    assert c.privacy_plan_.seed_hash != a.privacy_plan_.seed_hash
+
+
+def _seed_forms(seed: bytes):
+    return [seed.hex(), seed.hex().upper(), base64.b64encode(seed).decode(), repr(seed)[2:-1],
+            str(list(seed))[1:-1], seed.decode("latin-1")]
+
+
+def check_seed_not_released(m, seed: bytes):
+    plan_d = m.privacy_plan_.to_dict()
+    texts = [json.dumps(plan_d), json.dumps(m.release_.to_dict()), m.privacy_plan_.table(),
+             json.dumps(m.release_.to_dict(), ensure_ascii=False)]
+    assert plan_d["seed_hash"] and plan_d["seed_hash"] in texts[0]
+    for form in _seed_forms(seed):
+        for t in texts:
+            assert form not in t, "the master seed appears in a release or in the plan"
+
+
+def test_f7_seed_hash_in_plan_but_never_the_seed():
+    seed = bytes.fromhex("8f3a9c1e5b7d2046a1c3e5f70819b2d4c6e8fa1c3e5a7b9d0f2a4c6e8b1d3f57")
+    X = _x()
+    m = _fit(seed, X)
+    check_seed_not_released(m, seed)
+    # an int seed: neither the derived bytes
+    import hashlib
+    m2 = _fit(12345, X)
+    check_seed_not_released(m2, hashlib.sha256(b"dpstream-int-seed:12345").digest())
+    assert m.privacy_plan_.seed_hash != m2.privacy_plan_.seed_hash
+    with pytest.raises(ValueError):
+        _fit(b"too short", X)
+
+
+def test_f7_check_catches_a_seed_in_the_plan(monkeypatch):
+    monkeypatch.setattr(NoiseSource, "seed_hash", property(lambda self: self._seed.hex()))
+    seed = bytes.fromhex("8f3a9c1e5b7d2046a1c3e5f70819b2d4c6e8fa1c3e5a7b9d0f2a4c6e8b1d3f57")
+    m = _fit(seed, _x())
+    with pytest.raises(AssertionError, match="master seed"):
+        check_seed_not_released(m, seed)
+
+
+# =========================== F8: raw buffer, no memory guard =============================
+
+def _rows(a):
+    a = np.asarray(a, dtype=float).reshape(-1, 2)
+    return a[np.lexsort(a.T[::-1])]
+
+
+def check_raw_buffer(cfg):
+    """Without fires or epochs, the level-0 buffers hold exactly the clipped input."""
+    e = Engine(cfg, SEED)
+    rng = np.random.default_rng(3)
+    clipped = []
+    for t in range(6):
+        P = rng.normal(scale=4.0, size=(200, 2))
+        P[:10] *= 20  # some far points (clipped)
+        e.step(P)
+        c, _ = engine_mod.clip_to_ball(P.copy(), cfg.center_vec, cfg.radius)
+        clipped.append(c)
+        buf = [a for ring in e.mr.buf_x for a in ring]
+        np.testing.assert_array_equal(_rows(np.concatenate(buf)), _rows(np.concatenate(clipped)),
+                                      err_msg="level-0 buffer is not the raw clipped input")
+
+
+def test_f8_buffer_holds_raw_clipped_points():
+    check_raw_buffer(_cfg(block_size=1_000_000, bicriteria=False, ring_centers="bicriteria", horizon_ticks=8))
+
+
+def check_burst(cfg, burst=30_000):
+    """A burst in one tick: each ring's SVT fires at most once, in one A call holding the ring's
+    whole buffer; nothing else (no guard-triggered flush, no extra release) happens."""
+    calls = []
+    orig = mr_mod.EpochMergeReduce._run_A
+
+    def run_a(self, rings, tick, why):
+        n_buf = sum(a.shape[0] for i in rings for a in self.buf_x[i])
+        calls.append((tick, why, tuple(int(i) for i in rings), n_buf, self.epoch))
+        return orig(self, rings, tick, why)
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(mr_mod.EpochMergeReduce, "_run_A", run_a)
+    try:
+        e = Engine(cfg, SEED)
+        rng = np.random.default_rng(5)
+        rels = []
+        for t in range(1, cfg.horizon_ticks + 1):
+            n = burst if t == 3 else 20
+            P = rng.normal(scale=3.0, size=(n, 2))
+            epoch_before = e.epoch
+            before = [sum(a.shape[0] for a in ring) for ring in e.mr.buf_x]
+            rels.append(e.step(P))
+            at_t = [c for c in calls if c[0] == t]
+            fires = [c for c in at_t if c[1] == "fire"]
+            flushes = [c for c in at_t if c[1] == "flush"]
+            assert len(fires) <= 1, f"{len(fires)} fire calls at tick {t}"
+            if fires:
+                rings = fires[0][2]
+                assert len(set(rings)) == len(rings)  # a ring fires at most once per tick
+                assert fires[0][3] >= sum(before[i] for i in rings)  # the whole buffer, uncut
+            # a flush happens only at an epoch change or at the horizon
+            assert len(flushes) <= 1
+            if flushes:
+                assert e.epoch != epoch_before or t == cfg.horizon_ticks, f"guard flush at tick {t}"
+        assert [r.tick for r in rels] == list(range(1, cfg.horizon_ticks + 1))
+        assert any(c[0] == 3 and c[1] == "fire" and c[3] >= burst // 2 for c in calls)
+    finally:
+        mp.undo()
+
+
+def test_f8_burst_fires_at_most_once_per_ring():
+    check_burst(_cfg(block_size=100, bicriteria=False, ring_centers="bicriteria", horizon_ticks=8))
+
+
+def test_f8_checks_catch_summarised_buffer(monkeypatch):
+    orig = mr_mod.EpochMergeReduce.step
+
+    def step(self, tick, x, ring, f):  # keep at most 50 points per ring: a "memory saver"
+        out = orig(self, tick, x, ring, f)
+        for i in range(len(self.buf_x)):
+            if self.buf_x[i]:
+                self.buf_x[i] = [np.concatenate(self.buf_x[i])[-50:]]
+                self.buf_f[i] = [np.concatenate(self.buf_f[i])[-50:]]
+        return out
+
+    monkeypatch.setattr(mr_mod.EpochMergeReduce, "step", step)
+    with pytest.raises(AssertionError, match="raw"):
+        check_raw_buffer(_cfg(block_size=1_000_000, bicriteria=False, ring_centers="bicriteria", horizon_ticks=8))
+
+
+def test_f8_checks_catch_a_memory_guard(monkeypatch):
+    orig = mr_mod.EpochMergeReduce.step
+
+    def step(self, tick, x, ring, f):  # "if len(P_0) > cap: flush"
+        out = orig(self, tick, x, ring, f)
+        if self.buffered() > 5000:
+            self.flush(tick)
+        return out
+
+    monkeypatch.setattr(mr_mod.EpochMergeReduce, "step", step)
+    with pytest.raises(AssertionError, match="guard flush|fire calls"):
+        check_burst(_cfg(block_size=10_000_000, bicriteria=False, ring_centers="bicriteria", horizon_ticks=8))
+
+
+# =========================== F10: rings from the adopted centers =========================
+
+def _rings(x, centers, cfg):
+    d = np.sqrt(((x[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)).min(axis=1)
+    r0 = 2.0 * cfg.radius / 2.0 ** (cfg.n_rings - 1)
+    with np.errstate(divide="ignore"):
+        i = np.floor(np.log2(np.maximum(d, 1e-300) / r0)).astype(np.int64) + 1
+    return np.clip(i, 0, cfg.n_rings - 1)
+
+
+def check_rings_from_adopted_centers(e, ticks):
+    cfg = e.cfg
+    n_lagging = n_informative = 0
+    prev_epoch = e.epoch
+    for t, P in enumerate(ticks, 1):
+        C = e.epoch_centers.copy()  # adopted at the epoch start
+        F = e.candidate_centers().copy()  # released F of the previous tick
+        prev_start = e.epoch_start
+        e.step(P)
+        x, _ = engine_mod.clip_to_ball(np.asarray(P, float).copy(), cfg.center_vec, cfg.radius)
+        want = _rings(x, C, cfg)
+        np.testing.assert_array_equal(e.last_ring, want, err_msg=f"tick {t}: rings not from the epoch's centers")
+        if F.shape[0] > C.shape[0]:
+            n_lagging += 1
+            n_informative += int(np.any(_rings(x, F, cfg) != want))
+        if e.epoch != prev_epoch:  # adoption only on the public doubling schedule
+            assert t >= max(1, 2 * prev_start), f"epoch adopted at tick {t}, before 2·{prev_start}"
+            prev_epoch = e.epoch
+        else:  # between adoptions the epoch's centers never change
+            np.testing.assert_array_equal(e.epoch_centers, C)
+    return n_lagging, n_informative
+
+
+def test_f10_rings_use_the_epochs_adopted_centers():
+    cfg = _cfg(horizon_ticks=32, ring_centers="bicriteria")
+    e = Engine(cfg, SEED)
+    lag, info = check_rings_from_adopted_centers(e, _stream(n_ticks=32))
+    assert lag > 0 and info > 0, "the run never had F ahead of the epoch's centers: the test has no power"
+
+
+def test_f10_check_catches_assignment_from_latest_f(monkeypatch):
+    orig = engine_mod.Engine.step
+
+    def step(self, points):  # assign with "the latest F" instead of the adopted centers
+        if self.bic is not None and self.bic.centers.shape[0] != self.mr.centers.shape[0]:
+            self.mr.centers = self.bic.centers.copy()
+        return orig(self, points)
+
+    monkeypatch.setattr(engine_mod.Engine, "step", step)
+    e = Engine(_cfg(horizon_ticks=32, ring_centers="bicriteria"), SEED)
+    with pytest.raises(AssertionError, match="rings not from"):
+        check_rings_from_adopted_centers(e, _stream(n_ticks=32))
+
+
+# =========================== F11: cell ids fit their bits ================================
+
+def boundary_points(center, radius, n=720):
+    ang = np.linspace(0, 2 * np.pi, n, endpoint=False)
+    c = np.asarray(center, float)
+    ring = c + radius * np.c_[np.cos(ang), np.sin(ang)]
+    axes = c + radius * np.array([[1, 0], [-1, 0], [0, 1], [0, -1]], float)
+    far = c + 1e6 * radius * np.c_[np.cos(ang), np.sin(ang)]
+    return np.r_[ring, axes, far]
+
+
+def check_cell_ids(cfg, seed=SEED, through_engine=False):
+    pts = boundary_points(cfg.center_vec, cfg.radius)
+    if through_engine:
+        e = Engine(cfg, seed)
+        e.step(pts)  # the encoder asserts 0 <= id < 2^b itself
+        grids = e.bic.grids
+    else:
+        grids = ShiftedGrids(cfg, NoiseSource(seed))
+    x, _ = engine_mod.clip_to_ball(pts.copy(), cfg.center_vec, cfg.radius)
+    xc = x - cfg.center_vec
+    assert np.all(np.linalg.norm(xc, axis=1) <= cfg.radius * (1 + 1e-9))
+    for q in range(cfg.n_trees):
+        for lv in range(cfg.grid_levels):
+            g = 2.0 * cfg.radius / 2.0 ** lv
+            values = math.floor((cfg.radius + g) / g) - math.floor(-cfg.radius / g) + 1
+            b = max(1, math.ceil(math.log2(values)))
+            ids = grids.cell_ids(xc, q, lv)
+            bits = grids.encode(ids, lv)
+            assert bits.shape[1] == cfg.id_bits(lv)  # the width the noise is calibrated for
+            np.testing.assert_array_equal(grids.decode(bits, lv), ids)
+            assert ids.min() >= 0 and ids.max() < 2 ** b
+            assert cfg.id_bits(lv) == cfg.dim * b
+
+
+@pytest.mark.parametrize("radius,center", [(10.0, None), (3.7, (1.5, -2.0)), (1e-3, (123.456, 7.0)),
+                                           (1e6, (-5e6, 2e6)), (1.0, (1e6, -3e5))])
+def test_f11_cell_ids_fit_on_the_boundary(radius, center):
+    check_cell_ids(_cfg(radius=radius, center=center, grid_levels=8, n_trees=3, horizon_ticks=4),
+                   through_engine=center is None)
+
+
+def test_f11_check_catches_the_notes_bit_width(monkeypatch):
+    monkeypatch.setattr(_EC, "cell_bits", lambda self, lv: lv + 1)  # the notes' b_ℓ = ℓ+1
+    with pytest.raises(AssertionError):
+        check_cell_ids(_cfg(grid_levels=4, horizon_ticks=4))
+    with pytest.raises(AssertionError):
+        check_cell_ids(_cfg(grid_levels=4, horizon_ticks=4), through_engine=True)
+
+
+# =========================== F14: no phantom mass ========================================
+
+def check_no_phantom_mass(semicoreset, T=48):
+    cfg = _cfg(semicoreset=semicoreset, horizon_ticks=T, block_size=100)
+    e = Engine(cfg, SEED)
+    total = []
+    for _ in range(T):
+        total.append(int(e.step(np.zeros((0, 2))).coreset_weights.sum()))
+    assert e.epoch >= 1 and e.mr.fires >= 1  # empty parts really went through A
+    bound = 3 * e.plan.a_count_scale
+    assert max(total) <= bound, f"{semicoreset}: phantom mass {max(total)} from an empty stream (> {bound:.0f})"
+
+
+@pytest.mark.parametrize("semicoreset", ["tree", "lloyd", "snap"])
+def test_f14_empty_stream_has_no_phantom_mass(semicoreset):
+    check_no_phantom_mass(semicoreset)
+
+
+def test_f14_check_catches_missing_threshold(monkeypatch):
+    monkeypatch.setattr(sc_mod.Semicoreset, "count_tail", lambda self, n, run_wide=True: 0.5)
+    monkeypatch.setattr(sc_mod.Semicoreset, "sum_noise_norm", lambda self: 0.0)
+    for semicoreset in ("tree", "lloyd", "snap"):
+        with pytest.raises(AssertionError, match="phantom"):
+            check_no_phantom_mass(semicoreset)

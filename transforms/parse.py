@@ -1,0 +1,482 @@
+"""``ParsePoints``: raw records to validated float64 points, plus a dead-letter output.
+
+Input elements
+--------------
+Each input element is a :class:`Record` ``(raw, slot, ts, message_id)``:
+
+* ``raw`` — ``bytes`` or ``str`` (one JSON object or one CSV line), or a numpy
+  array of shape ``(dim,)`` (one point) or ``(m, dim)`` (a batch of m points);
+* ``slot`` — the record's public position in a bounded input (its raw line or
+  row index), **assigned before parsing**, or ``None`` (streams);
+* ``ts`` — the carrier's event time in seconds since the epoch (e.g. the Pub/Sub
+  publish time), or ``None``; a Beam ``Timestamp`` or an aware ``datetime`` is
+  accepted too;
+* ``message_id`` — the Pub/Sub message id, or ``None``.
+
+For convenience a bare ``str``/``bytes``/``ndarray`` is read as
+``Record(raw)`` and a pair ``(slot, raw)`` (what ``enumerate(lines)`` gives) as
+``Record(raw, slot)``.  Anything else is dead-lettered as ``unsupported_type``.
+
+Formats
+-------
+* JSON: an object ``{"x": [x_1, ..., x_dim]}`` with an optional numeric
+  ``"ts"`` (seconds since the epoch). The record's own ``ts`` wins over the
+  carrier's ``Record.ts`` (the publish time is the fallback clock). Extra keys are
+  ignored. Numbers must be JSON numbers: booleans and numeric strings are
+  rejected (``non_numeric``).
+* CSV: ``dim`` comma-separated decimal numbers (ASCII digits, optional sign,
+  fraction and exponent; surrounding blanks and a UTF-8 BOM are ignored).
+* numpy: an integer or floating array (``bool``, complex, object, string dtypes
+  are ``non_numeric``). A 2-D array of m ≥ 1 rows holds **m items**; row ``i``
+  gets slot ``slot + i`` (``None`` if ``slot`` is ``None``) and shares the
+  record's ``ts`` and ``message_id``. A bounded source must therefore give batch
+  ``b`` the slot ``sum of the row counts of batches 0..b-1``, so slots equal row
+  indices of the whole input (:func:`records_from_arrays` does this). Every
+  other array (0-d, 3-d or more, a 2-D array with 0 rows) is one item.
+* ``fmt="auto"``: arrays are numpy; text starting with ``{`` or ``[`` is JSON;
+  other text is CSV.
+
+Outputs
+-------
+``ParsePoints(...)`` returns a ``DoOutputsTuple``: ``result.points`` holds
+:class:`ParsedPoint` ``(point: float64 ndarray (dim,), slot, ts, message_id)``
+and ``result.dead_letter`` (also ``result["dead_letter"]``) holds JSON-ready
+dicts ``{raw, reason, detail, slot, ts, message_id}``: ``raw`` is a ``str`` of
+at most :data:`MAX_RAW_CHARS` UTF-8 bytes (text as is; undecodable binary and
+arrays as ``repr``); ``reason`` is one of :data:`REASONS`; ``slot`` and ``ts``
+are the item's own (a dead-lettered record keeps its slot, nothing is
+renumbered, so no other record's position — and tick — changes).
+
+Every item is either a point or a dead letter, never both and never neither, and
+parsing never raises: the counters ``read = valid + dead_letter`` hold exactly
+(``Metrics.counter("dpstream", prefix + name)`` for ``read``, ``valid``,
+``dead_letter`` and ``dead_letter_<reason>``). These are operator metrics: exact
+counts, never part of a release (DESIGN §2).
+
+Checks are made in this order; the first failing one names the reason:
+record fields (``bad_slot``, ``bad_ts``), type (``unsupported_type``,
+``not_utf8``), ``empty``, syntax (``malformed_json``, ``not_object``,
+``missing_x``, ``wrong_type``, ``wrong_shape``), ``wrong_dimension``,
+``non_numeric``, ``nan_or_inf``, then the JSON ``ts`` field (``bad_ts``).
+"""
+from __future__ import annotations
+
+import datetime
+import functools
+import json
+import math
+import numbers
+import re
+from typing import Any, Iterable, List, NamedTuple, Optional, Tuple
+
+import numpy as np
+
+import apache_beam as beam
+from apache_beam.metrics import Metrics
+
+DEAD_LETTER = "dead_letter"
+MAIN = "points"
+NAMESPACE = "dpstream"
+MAX_RAW_CHARS = 10 * 1024  # the dead letter's raw text, in UTF-8 bytes
+MAX_SLOT = 2 ** 62  # slots must fit int64 arithmetic downstream
+
+REASONS = (
+    "bad_slot",          # Record.slot is not a non-negative integer < 2**62
+    "bad_ts",            # Record.ts or the JSON "ts" is not a finite number
+    "unsupported_type",  # raw is not str / bytes / ndarray
+    "not_utf8",          # bytes that do not decode as UTF-8
+    "empty",             # blank text, 0-row array, 0-length vector
+    "malformed_json",    # JSON syntax error (also absurd nesting / huge integers)
+    "not_object",        # JSON value is not an object
+    "missing_x",         # JSON object without "x"
+    "wrong_type",        # JSON "x" is not a list
+    "wrong_shape",       # array that is not 1-D or 2-D
+    "wrong_dimension",   # number of coordinates != dim
+    "non_numeric",       # a coordinate is not a number (bool, string, null, complex, object dtype …)
+    "nan_or_inf",        # a coordinate is NaN, ±inf, or overflows float64
+    "internal_error",    # a bug in this module; the record is still dead-lettered, never lost
+)
+
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\Z", re.ASCII)
+_NONFINITE_WORDS = frozenset(
+    s + w for s in ("", "+", "-") for w in ("nan", "inf", "infinity"))
+
+
+class Record(NamedTuple):
+    """One input record, before parsing (see the module docstring)."""
+    raw: Any
+    slot: Optional[int] = None
+    ts: Optional[float] = None
+    message_id: Optional[str] = None
+
+
+class ParsedPoint(NamedTuple):
+    """One valid point: ``point`` is float64 of shape ``(dim,)``, finite."""
+    point: np.ndarray
+    slot: Optional[int]
+    ts: Optional[float]
+    message_id: Optional[str] = None
+
+
+# --------------------------------------------------------------------------- helpers
+
+def records_from_lines(lines: Iterable[Any], start_slot: int = 0, ts: Optional[float] = None) -> List[Record]:
+    """Records of a bounded text input: line ``i`` gets slot ``start_slot + i``.
+
+    The slot is the raw line index, assigned before anything is parsed, so a
+    malformed line still owns its slot (privacy review, finding 4a)."""
+    return [Record(line, start_slot + i, ts) for i, line in enumerate(lines)]
+
+
+def records_from_arrays(arrays: Iterable[np.ndarray], start_slot: int = 0,
+                        ts: Optional[float] = None) -> List[Record]:
+    """Records of a bounded numpy input: batch ``b`` gets the slot of its first row,
+    ``start_slot +`` the item counts of batches ``0..b-1`` (see :func:`count_items`)."""
+    out, slot = [], start_slot
+    for a in arrays:
+        out.append(Record(a, slot, ts))
+        slot += count_items(a)
+    return out
+
+
+def count_items(raw: Any) -> int:
+    """How many items (points or dead letters) a record's ``raw`` holds: ``m`` for a
+    2-D array of ``m ≥ 1`` rows, otherwise 1. Computed before parsing."""
+    if isinstance(raw, np.ndarray) and raw.ndim == 2 and raw.shape[0] >= 1:
+        return int(raw.shape[0])
+    return 1
+
+
+def _clip_text(s: str, total: Optional[str] = None) -> str:
+    """``s`` cut to at most MAX_RAW_CHARS UTF-8 bytes, with a marker when cut."""
+    head = s[:MAX_RAW_CHARS + 1]  # every char is ≥ 1 byte
+    b = head.encode("utf-8", "surrogatepass")
+    if len(b) <= MAX_RAW_CHARS and len(head) == len(s):
+        return s
+    marker = f"...[truncated; {total or f'{len(s)} chars'} in all]"
+    keep = MAX_RAW_CHARS - len(marker.encode("utf-8"))
+    while keep > 0 and (b[keep] & 0xC0) == 0x80:  # back off to a char boundary
+        keep -= 1
+    return b[:keep].decode("utf-8", "surrogatepass") + marker
+
+
+def _show(raw: Any) -> str:
+    """The raw record as a string for the dead letter (never raises)."""
+    try:
+        if isinstance(raw, str):
+            return _clip_text(raw)
+        if isinstance(raw, (bytes, bytearray, memoryview)):
+            raw_b = bytes(raw)
+            try:
+                return _clip_text(raw_b.decode("utf-8"), f"{len(raw_b)} bytes")
+            except UnicodeDecodeError:
+                return _clip_text(repr(raw_b[:MAX_RAW_CHARS]), f"{len(raw_b)} bytes")
+        return _clip_text(repr(raw))
+    except Exception as e:  # a hostile __repr__
+        return f"<unrepresentable {type(raw).__name__}: {type(e).__name__}>"
+
+
+def _as_seconds(ts: Any) -> Tuple[Optional[float], Optional[str]]:
+    """(seconds, None) or (None, why) for a carrier timestamp."""
+    if ts is None:
+        return None, None
+    try:
+        if isinstance(ts, bool):
+            return None, "a boolean"
+        if isinstance(ts, numbers.Real):
+            v = float(ts)
+        elif hasattr(ts, "micros"):  # apache_beam.utils.timestamp.Timestamp
+            v = ts.micros / 1e6
+        elif isinstance(ts, datetime.datetime):
+            if ts.tzinfo is None:
+                return None, "a naive datetime"
+            v = ts.timestamp()
+        else:
+            return None, f"of type {type(ts).__name__}"
+    except (OverflowError, ValueError, TypeError) as e:
+        return None, f"unconvertible ({type(e).__name__})"
+    if not math.isfinite(v):
+        return None, repr(v)
+    return v, None
+
+
+def _check_slot(slot: Any) -> Tuple[Optional[int], Optional[str]]:
+    if slot is None:
+        return None, None
+    if isinstance(slot, (bool, np.bool_)) or not isinstance(slot, numbers.Integral):
+        return None, f"slot must be an integer, got {type(slot).__name__}"
+    s = int(slot)
+    if not 0 <= s < MAX_SLOT:
+        return None, f"slot {s} outside [0, 2**62)"
+    return s, None
+
+
+def _message_id(mid: Any) -> Optional[str]:
+    if mid is None or isinstance(mid, str):
+        return mid
+    if isinstance(mid, (bytes, bytearray)):
+        return bytes(mid).decode("utf-8", "backslashreplace")
+    return str(mid)
+
+
+def _json_ts(ts: Any) -> Tuple[Optional[float], Optional[str]]:
+    """The JSON "ts" field: a JSON number (not a boolean), finite."""
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)):
+        return None, f'"ts" must be a number, got {type(ts).__name__}'
+    try:
+        v = float(ts)
+    except OverflowError:
+        return None, '"ts" overflows float64'
+    if not math.isfinite(v):
+        return None, f'"ts" is {v!r}'
+    return v, None
+
+
+# --------------------------------------------------------------------------- parsing
+
+def _dead(raw_text: str, reason: str, detail: str, slot, ts, mid) -> dict:
+    return {"raw": raw_text, "reason": reason, "detail": detail[:500], "slot": slot,
+            "ts": ts, "message_id": mid}
+
+
+def _parse_values_json(obj: Any, dim: int) -> Tuple[Optional[np.ndarray], Optional[str], str]:
+    if not isinstance(obj, dict):
+        return None, "not_object", f"expected a JSON object, got {type(obj).__name__}"
+    if "x" not in obj:
+        return None, "missing_x", 'no "x" key'
+    x = obj["x"]
+    if not isinstance(x, list):
+        return None, "wrong_type", f'"x" must be a list, got {type(x).__name__}'
+    if len(x) != dim:
+        return None, "wrong_dimension", f"expected {dim} values, got {len(x)}"
+    for i, v in enumerate(x):
+        if type(v) is not float and type(v) is not int:  # excludes bool, str, None, lists
+            return None, "non_numeric", f"x[{i}] is {type(v).__name__}"
+    try:
+        vals = [float(v) for v in x]
+    except OverflowError:
+        return None, "nan_or_inf", "an integer coordinate overflows float64"
+    return _finite(np.array(vals, dtype=np.float64))
+
+
+@functools.lru_cache(maxsize=64)
+def _csv_line_re(dim: int):
+    num = r"[ \t]*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?[ \t]*"
+    return re.compile(num + ("," + num) * (dim - 1) + r"\Z", re.ASCII)
+
+
+def _parse_values_csv(text: str, dim: int) -> Tuple[Optional[np.ndarray], Optional[str], str]:
+    if _csv_line_re(dim).match(text):  # fast path: dim plain decimal numbers
+        return _finite(np.array(text.split(","), dtype=np.float64))
+    fields = text.split(",")
+    if len(fields) != dim:
+        return None, "wrong_dimension", f"expected {dim} values, got {len(fields)}"
+    vals = []
+    for i, f in enumerate(fields):
+        f = f.strip()
+        if _NUMBER.match(f):
+            vals.append(float(f))  # '1e999' -> inf, caught below
+        elif f.lower() in _NONFINITE_WORDS:
+            vals.append(math.nan)
+        else:
+            return None, "non_numeric", f"field {i} is not a number: {f[:40]!r}"
+    return _finite(np.array(vals, dtype=np.float64))
+
+
+def _finite(arr: np.ndarray):
+    bad = ~np.isfinite(arr)
+    if bad.any():
+        i = int(np.argmax(bad))
+        return None, "nan_or_inf", f"coordinate {i} is {float(arr[i])!r}"
+    return arr, None, ""
+
+
+def _parse_array(arr: np.ndarray, dim: int, slot, ts, mid, out_points, out_dead) -> None:
+    """Split an array into items; rows get slots slot + row."""
+    def dead_all(reason, detail, rows=None):
+        if rows is None:
+            out_dead.append(_dead(_show(arr), reason, detail, slot, ts, mid))
+            return
+        for i in range(rows.shape[0]):
+            out_dead.append(_dead(_show(rows[i]), reason, detail,
+                                  None if slot is None else slot + i, ts, mid))
+
+    if arr.ndim not in (1, 2):
+        return dead_all("wrong_shape", f"array of shape {arr.shape}; expected ({dim},) or (m, {dim})")
+    if arr.size == 0 and (arr.ndim == 1 or arr.shape[0] == 0):
+        return dead_all("empty", f"array of shape {arr.shape}")
+    rows = arr.reshape(1, -1) if arr.ndim == 1 else arr
+    m = rows.shape[0]
+    if slot is not None and slot + m > MAX_SLOT:
+        return dead_all("bad_slot", f"slots {slot}..{slot + m - 1} exceed 2**62", rows)
+    if rows.shape[1] != dim:
+        return dead_all("wrong_dimension", f"expected {dim} values per row, got {rows.shape[1]}", rows)
+    if arr.dtype.kind not in "iuf":
+        return dead_all("non_numeric", f"array dtype {arr.dtype} is not integer or floating", rows)
+    with np.errstate(over="ignore", invalid="ignore"):
+        f = np.array(rows, dtype=np.float64, copy=True)  # own copy: callers may reuse their buffer
+    ok = np.isfinite(f).all(axis=1)
+    for i in range(m):
+        s = None if slot is None else slot + i
+        if ok[i]:
+            out_points.append(ParsedPoint(f[i], s, ts, mid))
+        else:
+            j = int(np.argmax(~np.isfinite(f[i])))
+            out_dead.append(_dead(_show(rows[i]), "nan_or_inf", f"coordinate {j} is {float(f[i, j])!r}", s, ts, mid))
+
+
+def _as_record(element: Any) -> Record:
+    if isinstance(element, Record):
+        return element
+    if isinstance(element, (str, bytes, bytearray, memoryview, np.ndarray)):
+        return Record(element)
+    if (isinstance(element, tuple) and len(element) == 2 and isinstance(element[0], numbers.Integral)
+            and not isinstance(element[0], bool)):
+        return Record(element[1], element[0])
+    return Record(element)  # dead-lettered as unsupported_type
+
+
+def parse_record(element: Any, dim: int, fmt: str = "auto") -> Tuple[List[ParsedPoint], List[dict]]:
+    """Parse one element into ``(points, dead_letters)``; never raises.
+
+    ``len(points) + len(dead_letters) == count_items(record.raw)`` always."""
+    rec = _as_record(element)
+    raw = rec.raw
+    points: List[ParsedPoint] = []
+    dead: List[dict] = []
+    mid = _message_id(rec.message_id)
+    slot, slot_err = _check_slot(rec.slot)
+    ts, ts_err = _as_seconds(rec.ts)
+    n_items = count_items(raw)
+
+    def one(reason, detail, ts_=ts):
+        if n_items == 1:
+            dead.append(_dead(_show(raw), reason, detail, slot, ts_, mid))
+        else:  # a 2-D batch: one dead letter per row, each with its own slot
+            for i in range(n_items):
+                dead.append(_dead(_show(raw[i]), reason, detail, None if slot is None else slot + i, ts_, mid))
+        return points, dead
+
+    if slot_err:
+        return one("bad_slot", slot_err)
+    if ts_err:
+        return one("bad_ts", f"record ts is {ts_err}")
+
+    if isinstance(raw, np.ndarray):
+        if fmt not in ("auto", "numpy"):
+            return one("unsupported_type", f"ndarray given to a {fmt} parser")
+        _parse_array(raw, dim, slot, ts, mid, points, dead)
+        return points, dead
+    if isinstance(raw, (bytes, bytearray, memoryview)):
+        try:
+            text = bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as e:
+            return one("not_utf8", f"invalid UTF-8 at byte {e.start}")
+    elif isinstance(raw, str):
+        text = raw
+    else:
+        return one("unsupported_type", f"raw of type {type(raw).__name__}")
+
+    text = text.strip().lstrip("\ufeff").strip()
+    if not text:
+        return one("empty", "blank record")
+    kind = fmt
+    if kind == "auto":
+        kind = "json" if text[0] in "{[" else "csv"
+    if kind == "json":
+        try:
+            obj = json.loads(text)
+        except Exception as e:  # JSONDecodeError, RecursionError, ValueError (huge ints)
+            return one("malformed_json", f"{type(e).__name__}: {e}"[:200])
+        vec, reason, detail = _parse_values_json(obj, dim)
+        if vec is not None and obj.get("ts") is not None:
+            jts, jerr = _json_ts(obj["ts"])
+            if jerr:
+                return one("bad_ts", jerr)
+            ts = jts
+    elif kind == "csv":
+        vec, reason, detail = _parse_values_csv(text, dim)
+    else:  # fmt == "numpy" given text
+        return one("unsupported_type", f"{type(raw).__name__} given to a numpy parser")
+    if vec is None:
+        return one(reason, detail)
+    points.append(ParsedPoint(vec, slot, ts, mid))
+    return points, dead
+
+
+# --------------------------------------------------------------------------- Beam
+
+class ParsePointsFn(beam.DoFn):
+    """Per-record parsing DoFn: main output ParsedPoint, tagged output ``dead_letter``.
+
+    Counters (namespace ``dpstream``, names prefixed with ``label_prefix``):
+    ``read`` (items, counted before parsing), ``valid``, ``dead_letter`` and
+    ``dead_letter_<reason>``."""
+
+    FORMATS = ("auto", "json", "csv", "numpy")
+
+    def __init__(self, dim: int, fmt: str = "auto", label_prefix: str = ""):
+        if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or dim < 1:
+            raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
+        if fmt not in self.FORMATS:
+            raise ValueError(f"fmt must be one of {self.FORMATS}, got {fmt!r}")
+        self.dim = int(dim)
+        self.fmt = fmt
+        self.label_prefix = label_prefix
+        self._make_counters()
+
+    def _make_counters(self):
+        c = lambda name: Metrics.counter(NAMESPACE, self.label_prefix + name)  # noqa: E731
+        self._read, self._valid, self._dead = c("read"), c("valid"), c("dead_letter")
+        self._by_reason = {r: c("dead_letter_" + r) for r in REASONS}
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        for k in ("_read", "_valid", "_dead", "_by_reason"):
+            d.pop(k, None)
+        return d
+
+    def __setstate__(self, d):
+        self.__dict__.update(d)
+        self._make_counters()
+
+    def process(self, element):
+        try:
+            n = count_items(element.raw if isinstance(element, Record) else _as_record(element).raw)
+        except Exception:
+            n = 1
+        self._read.inc(n)
+        try:
+            points, dead = parse_record(element, self.dim, self.fmt)
+            if len(points) + len(dead) != n:  # cannot happen; never lose a record silently
+                raise AssertionError(f"{len(points)} points + {len(dead)} dead letters for {n} items")
+        except Exception as e:  # defensive: the pipeline must never crash on a record
+            points = []
+            dead = [_dead(_show(element), "internal_error", f"{type(e).__name__}: {e}"[:200],
+                          None, None, None) for _ in range(n)]
+        if points:
+            self._valid.inc(len(points))
+        for p in points:
+            yield p
+        if dead:
+            self._dead.inc(len(dead))
+        for d in dead:
+            self._by_reason[d["reason"]].inc()
+            yield beam.pvalue.TaggedOutput(DEAD_LETTER, d)
+
+
+class ParsePoints(beam.PTransform):
+    """Parse :class:`Record` elements into :class:`ParsedPoint` plus dead letters.
+
+    ``ParsePoints(dim, fmt="auto"|"json"|"csv"|"numpy", label_prefix="")``; apply
+    it to a PCollection of :class:`Record` and read ``result.points`` and
+    ``result.dead_letter``. ``label_prefix`` prefixes the counter names (use it
+    when one pipeline parses two inputs). Apply :class:`~transforms.ticks.DedupByMessageId`
+    *before* this transform (a numpy batch's rows share one message id)."""
+
+    def __init__(self, dim: int, fmt: str = "auto", label_prefix: str = "", label: Optional[str] = None):
+        super().__init__(label)
+        self._fn = ParsePointsFn(dim, fmt, label_prefix)
+
+    def expand(self, pcoll):
+        return pcoll | "ParseRecords" >> beam.ParDo(self._fn).with_outputs(DEAD_LETTER, main=MAIN)
