@@ -23,26 +23,6 @@ from dpstream.datasets import gaussian_mixture
 pytestmark = pytest.mark.filterwarnings("ignore::dpstream.noise.UnsafeSeedWarning")
 
 
-# PrivacyPlan.build is a pure function of (config, seed hash) but takes ~0.5-1 s; memoise it in this
-# module only to keep the suite fast (a shallow copy per engine, so no test can alter a shared plan).
-_PLANS = {}
-
-
-@pytest.fixture(autouse=True)
-def _memoised_plans(monkeypatch):
-    import copy
-
-    from dpstream.privacy import PrivacyPlan as _PP
-
-    orig = _PP.build.__func__
-
-    def build(cls, cfg, seed_hash=""):
-        key = (cls, cfg, seed_hash)
-        if key not in _PLANS:
-            _PLANS[key] = orig(cls, cfg, seed_hash)
-        return copy.copy(_PLANS[key])
-
-    monkeypatch.setattr(_PP, "build", classmethod(build))
 
 SEED_A = bytes(range(32))
 SEED_B = bytes(range(1, 33))
