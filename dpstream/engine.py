@@ -97,7 +97,11 @@ class Engine:
         if self.t >= cfg.horizon_ticks:
             raise HorizonExceeded(f"the run's horizon is T={cfg.horizon_ticks} ticks; tick {self.t + 1} "
                                   f"would exceed it (start a new run with a fresh budget for later ticks)")
-        x = np.asarray(points, dtype=float).reshape(-1, cfg.dim)
+        x = np.asarray(points, dtype=float)
+        if x.size == 0:
+            x = x.reshape(0, cfg.dim)
+        if x.ndim != 2 or x.shape[1] != cfg.dim or not np.all(np.isfinite(x)):
+            raise ValueError(f"a tick must be a finite array of shape (n, {cfg.dim}), got shape {x.shape}")
         x, nclip = clip_to_ball(x.copy(), self.center, cfg.radius)
         self.n_clipped += nclip
         self.n_points += x.shape[0]
