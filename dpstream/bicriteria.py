@@ -53,7 +53,6 @@ class BicriteriaDPCenters:
         self.center = cfg.center_vec
         self.F = [self.center.copy()]  # public start: the ball's center
         self._keys = set()
-        self.last_touch = None  # (q, level, r, bucket) of each point in the last tick, for tracer tests
 
     @property
     def centers(self) -> np.ndarray:
@@ -62,7 +61,6 @@ class BicriteriaDPCenters:
     def _update_vector(self, x: np.ndarray) -> np.ndarray:
         u = np.zeros(self.size, dtype=np.int64)
         w = self.cfg.buckets
-        touch = []
         cache = {}
         for q, lv, r, off, width in self.blocks:
             if (q, lv) not in cache:
@@ -75,8 +73,6 @@ class BicriteriaDPCenters:
             else:
                 upd = bucket_updates(j, self.grids.encode(ids, lv), w)
             u[off:off + w * width] = upd.ravel()
-            touch.append(j)
-        self.last_touch = touch
         return u
 
     def step(self, x_centered: np.ndarray):
