@@ -9,7 +9,7 @@ one that runs (privacy review finding 9).
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Optional, Tuple
 
 import numpy as np

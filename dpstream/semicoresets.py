@@ -177,7 +177,6 @@ class TreeSemicoreset(Semicoreset):
         # level 0: the roots (every part, empty ones included)
         node_key = np.arange(n_parts, dtype=np.int64)  # key at level l: part·2^l + path code
         pt_node = part.copy()  # index into the current level's node list, -1 once off-tree
-        code = np.zeros(len(y), dtype=np.int64)
         levels = []  # per level: (keys, noisy counts, kept, branched, parent index)
         parent = np.full(n_parts, -1, dtype=np.int64)
         point_nodes = []
@@ -214,7 +213,7 @@ class TreeSemicoreset(Semicoreset):
         for lv in range(n_lv - 1, 0, -1):
             _, _, kept, _, par = levels[lv]
             np.logical_or.at(has_kept_child[lv - 1], par[kept], True)
-        leaf_pts, leaf_w, leaf_part, leaf_sum_idx = [], [], [], []
+        leaf_w, leaf_part = [], []
         pt_leaf = np.full(len(y), -1, dtype=np.int64)
         n_leaves = 0
         for lv in range(n_lv):
