@@ -894,6 +894,45 @@ def write_sweep(out, records, meta, cfgs, cur, run_info):
 
 
 # --------------------------------------------------------------------------- main
+def _round(o, sig=6):
+    if isinstance(o, float):
+        return float(f"{o:.{sig}g}") if math.isfinite(o) else o
+    if isinstance(o, dict):
+        return {k: _round(v, sig) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [_round(v, sig) for v in o]
+    return o
+
+
+def compact_records(records):
+    """For results.json: checkpoint ratios as one list per run (ticks, prefix sizes in meta)."""
+    out = []
+    for r in records:
+        r = dict(r)
+        if "checkpoints" in r:
+            r["ckpt_ratios"] = [c["ratio"] for c in r.pop("checkpoints")]
+        out.append(r)
+    return _round(out, 7)
+
+
+def expand_records(records, meta):
+    """Inverse of compact_records (for --merge / --report-only)."""
+    for r in records:
+        if "ckpt_ratios" in r:
+            m = meta[r["dataset"]]
+            ticks = m["checkpoint_ticks"]
+            r["checkpoints"] = [dict(tick=t, n_prefix=min(m["n"], t * m["tick"]),
+                                     frac=min(m["n"], t * m["tick"]) / m["n"], ratio=v)
+                                for t, v in zip(ticks, r.pop("ckpt_ratios"))]
+    return records
+
+
+def dump_results(path, info, meta, summary, records):
+    with open(path, "w", encoding="utf-8") as fh:
+        json.dump(dict(run=info, meta=_round(meta, 10), summary=_round(summary),
+                       records=compact_records(records)), fh, separators=(",", ":"), default=_json_default)
+
+
 def _json_default(o):
     if isinstance(o, (np.integer,)):
         return int(o)
@@ -1061,7 +1100,7 @@ def main(argv=None):
     if args.merge and os.path.exists(jpath):
         with open(jpath, encoding="utf-8") as fh:
             old = json.load(fh)
-        b.records = [r for r in old["records"] if r["dataset"] not in dsets]
+        b.records = [r for r in expand_records(old["records"], old["meta"]) if r["dataset"] not in dsets]
         b.meta = {k: v for k, v in old["meta"].items() if k not in dsets}
         log(f"merge: kept {len(b.records)} records of {sorted(b.meta)} from {jpath}")
     if args.report_only:
@@ -1072,10 +1111,9 @@ def main(argv=None):
         if args.analysis:
             with open(args.analysis, encoding="utf-8") as fh:
                 old["run"]["analysis"] = fh.read()
+        expand_records(old["records"], old["meta"])
         summary = summarise(old["records"])
-        with open(jpath, "w", encoding="utf-8") as fh:
-            json.dump(dict(run=old["run"], meta=old["meta"], summary=summary, records=old["records"]), fh,
-                      separators=(",", ":"), default=_json_default)
+        dump_results(jpath, old["run"], old["meta"], summary, old["records"])
         write_markdown(os.path.join(out, "results.md"), old["records"], old["meta"], summary, old["run"])
         write_plots(out, old["records"], old["meta"], summary)
         log(f"rebuilt {out}/results.md and plots from {jpath}")
@@ -1084,9 +1122,7 @@ def main(argv=None):
     for d in dsets:
         b.run_dataset(d, seed_over.get(d, seeds), eps, methods)
         summary = summarise(b.records)
-        with open(jpath, "w", encoding="utf-8") as fh:
-            json.dump(dict(run=info, meta=b.meta, summary=summary, records=b.records), fh, separators=(",", ":"),
-                      default=_json_default)
+        dump_results(jpath, info, b.meta, summary, b.records)
         write_markdown(os.path.join(out, "results.md"), b.records, b.meta, summary, info)
         write_plots(out, b.records, b.meta, summary)
         log(f"wrote {out}/results.md, results.json, plots ({d} done)")
