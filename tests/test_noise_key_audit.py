@@ -23,12 +23,12 @@ from collections import Counter
 import numpy as np
 import pytest
 
+import broken_variants  # tests/broken_variants.py (tests/ is on sys.path under pytest)
+
 import dpstream.bicriteria as bic_mod
 import dpstream.merge_reduce as mr_mod
-import dpstream.semicoresets as sc_mod
 import dpstream.sparse_vector as svt_mod
 from dpstream import Engine, EngineConfig
-from dpstream.semicoresets import WeightedSet
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpstream.noise.UnsafeSeedWarning")
 
@@ -111,20 +111,7 @@ def test_audit_add_remove_pure():
 
 # -- broken engines ------------------------------------------------------------------------
 
-def _a_skips_empty_parts(monkeypatch):
-    """A processes only the parts that received points (finding 1's natural-but-wrong code)."""
-    orig = sc_mod.Semicoreset.__call__
-
-    def call(self, x, part, centers, radii, key):
-        part = np.asarray(part, dtype=np.int64)
-        used = np.unique(part)
-        if used.size == 0:
-            return WeightedSet.empty(self.cfg.dim)
-        remap = np.searchsorted(used, part)
-        out = orig(self, x, remap, np.asarray(centers)[used], np.asarray(radii)[used], key)
-        return WeightedSet(out.points, out.weights, used[out.part])
-
-    monkeypatch.setattr(sc_mod.Semicoreset, "__call__", call)
+_a_skips_empty_parts = broken_variants.a_skips_empty_parts
 
 
 def _empty_ticks_skip_svt(monkeypatch):
