@@ -102,7 +102,6 @@ def pld_discretisation(epsilon: float) -> float:
     return min(1e-2, max(1e-4, 1e-3 * epsilon))
 
 
-_vdi = pld_discretisation
 
 
 _PLD_MAX_EPS = 30.0  # beyond this the PLD grids overflow; the basic sum is used instead
@@ -121,9 +120,9 @@ def calibrate_gaussian_with_pure(epsilon: float, delta: float, eps_pure: float) 
     budget = epsilon * (1 - 1e-6)
 
     def eps_of(z):
-        p = gaussian_pld(z, _vdi(epsilon))
+        p = gaussian_pld(z, pld_discretisation(epsilon))
         if eps_pure > 0:
-            p = p.compose(pure_pld(eps_pure, _vdi(epsilon)))
+            p = p.compose(pure_pld(eps_pure, pld_discretisation(epsilon)))
         return p.get_epsilon_for_delta(delta)
 
     lo, hi = 1e-3, 1.0
@@ -330,7 +329,7 @@ def joint_noise_multiplier(gauss_lines) -> float:
 
 
 def _pld_epsilon(gauss_lines, eps_svt: float, delta: float, epsilon: float) -> float:
-    vdi = _vdi(epsilon)
+    vdi = pld_discretisation(epsilon)
     return gaussian_pld(joint_noise_multiplier(gauss_lines), vdi).compose(
         pure_pld(eps_svt, vdi)).get_epsilon_for_delta(delta)
 
