@@ -102,8 +102,6 @@ def pld_discretisation(epsilon: float) -> float:
     return min(1e-2, max(1e-4, 1e-3 * epsilon))
 
 
-
-
 _PLD_MAX_EPS = 30.0  # beyond this the PLD grids overflow; the basic sum is used instead
 
 
