@@ -78,6 +78,10 @@ class Engine:
         self.last_ring = None  # ring of each point of the last tick (tracer tests)
         self.z = 1 if cfg.objective == "kmedian" else 2
 
+    def attach_seed(self, seed: bytes) -> None:
+        """After unpickling (Beam state): the pickle never holds the secret seed."""
+        self.noise.attach_seed(seed)
+
     @property
     def epoch_centers(self) -> np.ndarray:
         return self.mr.centers

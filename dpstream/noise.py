@@ -26,7 +26,7 @@ from typing import Hashable
 
 import numpy as np
 
-__all__ = ["NoiseSource", "seed_from_entropy", "seed_bytes", "UnsafeSeedWarning"]
+__all__ = ["NoiseSource", "seed_from_entropy", "seed_bytes", "fingerprint", "UnsafeSeedWarning"]
 
 
 class UnsafeSeedWarning(UserWarning):
@@ -66,6 +66,11 @@ def seed_bytes(random_state) -> bytes:
     )
 
 
+def fingerprint(seed: bytes) -> str:
+    """The public fingerprint of a master seed (ledger, seed registry; finding 7b)."""
+    return hashlib.sha256(b"dpstream-seed-fingerprint:" + bytes(seed)).hexdigest()[:16]
+
+
 def _encode(part: Hashable) -> bytes:
     # repr of ints/strs/tuples is stable across processes (unlike hash()).
     if isinstance(part, (np.integer,)):
@@ -91,9 +96,32 @@ class NoiseSource:
     @property
     def seed_hash(self) -> str:
         """A public fingerprint of the seed (for the ledger; finding 7b)."""
-        return hashlib.sha256(b"dpstream-seed-fingerprint:" + self._seed).hexdigest()[:16]
+        return fingerprint(self._seed) if self._seed is not None else self.__dict__["_fingerprint"]
+
+    # A pickled NoiseSource (an engine held in Beam state, a checkpoint) never carries
+    # the secret seed: state can be inspected by whoever operates the runner. The
+    # holder re-attaches the seed after loading (``attach_seed``).
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        seed = d.pop("_seed")
+        if seed is not None:
+            d["_fingerprint"] = fingerprint(seed)
+        return d
+
+    def __setstate__(self, d):
+        self.__dict__.update(d)
+        self._seed = None
+
+    def attach_seed(self, seed: bytes) -> None:
+        """Give an unpickled NoiseSource its seed back; refuses a different seed."""
+        want = self.__dict__.get("_fingerprint")
+        if want is not None and fingerprint(bytes(seed)) != want:
+            raise ValueError("attach_seed: this is not the seed the state was created with")
+        self._seed = bytes(seed)
 
     def generator(self, key: tuple, size: int = 0) -> np.random.Generator:
+        if self._seed is None:
+            raise RuntimeError("this NoiseSource was unpickled without its seed: call attach_seed first")
         if self.trace:
             self.keys[(key, int(size))] += 1
         msg = b"\x1f".join(_encode(p) for p in key)

@@ -306,15 +306,7 @@ class PrivacyPlan:
         }
 
     def table(self) -> str:
-        head = (f"Privacy plan: ({self.epsilon:g}, {self.delta:g})-DP under {self.neighbouring} neighbours; "
-                f"spent ε = {self.total_epsilon:.4f} (PLD {self.pld_epsilon:.4f}, basic sum "
-                f"{self.basic_epsilon:.4f}) at δ = {self.delta:g}; seed {self.seed_hash or '-'}\n")
-        rows = ["| component | mechanism | noise | sensitivity | × per record | ε alone |",
-                "|---|---|---|---|---|---|"]
-        for ln in self.lines:
-            rows.append(f"| {ln.component} | {ln.mechanism} | {ln.noise:.4g} | {ln.sensitivity:.4g} | "
-                        f"{ln.count} | {ln.epsilon:.4g} |")
-        return head + "\n".join(rows)
+        return plan_table(self.to_dict())
 
     def __str__(self) -> str:
         return self.table()
@@ -339,3 +331,16 @@ def a_multiplicities(cfg: EngineConfig) -> Tuple[int, int]:
     if cfg.semicoreset == "lloyd":
         return cfg.lloyd_iters + 1, cfg.lloyd_iters
     return 1, 0
+
+
+def plan_table(d: dict) -> str:
+    """The ledger as a Markdown table, from :meth:`PrivacyPlan.to_dict` (what every release carries)."""
+    head = (f"Privacy plan: ({d['epsilon']:g}, {d['delta']:g})-DP under {d['neighbouring']} neighbours; "
+            f"spent ε = {d['total_epsilon']:.4f} (PLD {d['pld_epsilon']:.4f}, basic sum "
+            f"{d['basic_epsilon']:.4f}) at δ = {d['delta']:g}; seed {d['seed_hash'] or '-'}\n")
+    rows = ["| component | mechanism | noise | sensitivity | × per record | ε alone |",
+            "|---|---|---|---|---|---|"]
+    for ln in d["lines"]:
+        rows.append(f"| {ln['component']} | {ln['mechanism']} | {ln['noise']:.4g} | {ln['sensitivity']:.4g} | "
+                    f"{ln['count']} | {ln['epsilon']:.4g} |")
+    return head + "\n".join(rows)

@@ -289,29 +289,41 @@ class _AssignTicksFn(beam.DoFn):
         return out
 
 
-class _MergeTickFn(beam.DoFn):
-    """Concatenates the partial batches of one (shard, tick) and sorts them by
-    (slot, ts, message id, coordinates): the batch is a deterministic function of the
-    set of records, whatever the bundle split or arrival order."""
+def merge_partials(parts) -> _Partial:
+    """Concatenate partial batches of one tick and sort them by (slot, ts, message id,
+    coordinates): the result is a deterministic function of the *set* of records,
+    whatever the bundle split, pane split or arrival order."""
+    parts = list(parts)
+    if len(parts) == 1 and parts[0].points.shape[0] <= 1:
+        return parts[0]
+    pts = np.concatenate([p.points for p in parts], axis=0)
+    slots = np.concatenate([p.slots for p in parts])
+    ts = np.concatenate([p.ts for p in parts])
+    mids = np.concatenate([p.mids for p in parts])
+    if pts.shape[0] > 1:
+        order = np.argsort(slots, kind="stable")
+        s = slots[order]
+        if not (s[0] >= 0 and (s[1:] > s[:-1]).all()):  # missing or repeated slots: full key
+            keys = [pts[:, j] for j in range(pts.shape[1] - 1, -1, -1)] + [mids, ts, slots]
+            order = np.lexsort(keys)
+        pts, slots, ts, mids = pts[order], slots[order], ts[order], mids[order]
+    return _Partial(np.ascontiguousarray(pts), slots, ts, mids)
 
-    def __init__(self, clock: TickClock):
+
+class _MergeTickFn(beam.DoFn):
+    """One sorted batch per (shard, tick) pane (:func:`merge_partials`); with
+    ``keep_order_keys`` the :class:`_Partial` itself, so a consumer that receives a
+    tick in several panes can merge them into the same order."""
+
+    def __init__(self, clock: TickClock, keep_order_keys: bool = False):
         self.clock = clock
+        self.keep_order_keys = keep_order_keys
 
     def process(self, element):
         (shard, tick), parts = element
-        parts = list(parts)
-        pts = np.concatenate([p.points for p in parts], axis=0)
-        if pts.shape[0] > 1:
-            slots = np.concatenate([p.slots for p in parts])
-            order = np.argsort(slots, kind="stable")
-            s = slots[order]
-            if not (s[0] >= 0 and (s[1:] > s[:-1]).all()):  # missing or repeated slots: full key
-                ts = np.concatenate([p.ts for p in parts])
-                mids = np.concatenate([p.mids for p in parts])
-                keys = [pts[:, j] for j in range(pts.shape[1] - 1, -1, -1)] + [mids, ts, slots]
-                order = np.lexsort(keys)
-            pts = pts[order]
-        yield TimestampedValue(((shard, tick), np.ascontiguousarray(pts)), self.clock.tick_start(tick))
+        merged = merge_partials(parts)
+        out = merged if self.keep_order_keys else merged.points
+        yield TimestampedValue(((shard, tick), out), self.clock.tick_start(tick))
 
 
 class _EmptyTicksFn(beam.DoFn):
@@ -347,6 +359,8 @@ class BatchIntoTicks(beam.PTransform):
       ``emit_empty_ticks=True`` (needs ``dim``) one batch for **every** (shard, tick)
       in ``[0, n_shards) × [1, horizon_ticks]``, empty ones as ``(0, dim)`` arrays, so
       the set of keys does not depend on the data.
+    * ``keep_order_keys=True`` emits the sorted ``_Partial`` (points, slots, ts,
+      message ids) instead of the bare array, for consumers that merge panes.
     * Unbounded input: the GroupByKey fires on processing time every ``pane_seconds``
       (``Repeatedly(AfterProcessingTime)``, discarding), never on the watermark, so
       a (shard, tick) can arrive in several batches; the consumer keeps state by tick
@@ -360,8 +374,9 @@ class BatchIntoTicks(beam.PTransform):
                  horizon_ticks: int, n_shards: int = 1, dim: Optional[int] = None,
                  allowed_lateness_seconds: Optional[float] = None, emit_empty_ticks: bool = False,
                  pane_seconds: int = 1, now_fn: Callable[[], float] = time.time,
-                 label_prefix: str = "", label: Optional[str] = None):
+                 label_prefix: str = "", keep_order_keys: bool = False, label: Optional[str] = None):
         super().__init__(label)
+        self.keep_order_keys = bool(keep_order_keys)
         self.clock = TickClock(clock, tick_size=tick_size, tick_seconds=tick_seconds, t_start=t_start,
                                horizon_ticks=horizon_ticks, n_shards=n_shards)
         if dim is not None and (not _is_int(dim) or dim < 1):
@@ -408,7 +423,7 @@ class BatchIntoTicks(beam.PTransform):
         return (parts
                 | "Window" >> win
                 | "GroupByShardTick" >> beam.GroupByKey()
-                | "MergeTick" >> beam.ParDo(_MergeTickFn(self.clock)))
+                | "MergeTick" >> beam.ParDo(_MergeTickFn(self.clock, self.keep_order_keys)))
 
 
 # --------------------------------------------------------------------------- dedup

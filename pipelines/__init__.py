@@ -1,0 +1,1 @@
+"""Runnable dpstream jobs: ``python -m pipelines.dp_stream_cluster`` (the ``dpstream`` command)."""

@@ -1,0 +1,437 @@
+"""The dpstream Beam job: DP streaming k-means / k-median, batch or streaming.
+
+    python -m pipelines.dp_stream_cluster [our options] [Beam pipeline options]
+
+(also the ``dpstream`` console command). Steps, each a labelled composite transform:
+
+    Read (files | Pub/Sub | built-in stream)
+    → DedupByMessageId (Pub/Sub)  → ParsePoints ──dead letters──→ WriteDeadLetters
+    → BatchIntoTicks (public clock: slot // tick_size, or ts // tick_seconds)
+    → ClusterTicks (Alg. 1 in Beam state; one release per tick 1..T)
+    → WriteReleases (JSON lines | Pub/Sub topic, attributes tick and epoch)
+
+Our options are split from Beam's (``run(argv)``); every error in them exits
+with one line saying what to fix. The master seed is a secret: it is read from
+``--seed_file`` (a local path or any Beam filesystem URL such as gs://…) by the
+workers, never passed as an option value, a template parameter or a log line.
+Without ``--seed_file`` a local run draws 256 bits of OS entropy into a private
+temporary file; a remote runner needs ``--seed_file`` (its workers cannot read
+the launcher's temporary files).
+"""
+from __future__ import annotations
+
+import argparse
+import atexit
+import logging
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner", "FnApiRunner", "PrismRunner")
+KNOWN_RUNNERS = LOCAL_RUNNERS + ("DataflowRunner", "FlinkRunner", "SparkRunner", "PortableRunner",
+                                 "InteractiveRunner", "TestDataflowRunner", "TestDirectRunner")
+BUILTIN_N = 200_000
+
+log = logging.getLogger("dpstream")
+
+
+class OptionError(ValueError):
+    """A user error in the job's options: the message says what to fix."""
+
+
+# --------------------------------------------------------------------------- options
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(
+        prog="dpstream", allow_abbrev=False,
+        description="Differentially private streaming k-means / k-median as an Apache Beam job. "
+                    "Options not listed here are passed to Beam (e.g. --runner, --project, --region).")
+    g = ap.add_argument_group("input (at most one; none = the built-in public stream)")
+    g.add_argument("--input", help="file glob of .npy, .csv or .jsonl files (read in sorted name order)")
+    g.add_argument("--input_subscription", help="Pub/Sub subscription projects/P/subscriptions/S (streaming)")
+    g.add_argument("--input_topic", help="Pub/Sub topic projects/P/topics/T (streaming; the runner makes its own "
+                                         "subscription and misses messages published before the job starts)")
+    g.add_argument("--format", default="auto", choices=("auto", "json", "csv", "numpy"),
+                   help="record format (default: from the file extension / auto for Pub/Sub)")
+    g.add_argument("--builtin_n", type=int, default=BUILTIN_N,
+                   help=f"points of the built-in stream when no input is given (default {BUILTIN_N})")
+    g = ap.add_argument_group("output")
+    g.add_argument("--output", help="output directory (local or gs://): <output>/releases.jsonl")
+    g.add_argument("--output_topic", help="Pub/Sub topic for releases (one message per tick)")
+    g.add_argument("--dead_letter", help="file path or Pub/Sub topic for dead letters "
+                                         "(default <output>/dead_letter.jsonl)")
+    g = ap.add_argument_group("clustering (public parameters)")
+    g.add_argument("--k", type=int, help="number of centers (default 5 for the built-in stream)")
+    g.add_argument("--dim", type=int, help="dimension d of the points (required with an input)")
+    g.add_argument("--radius", type=float, help="public radius Λ of the data ball (required with an input); "
+                                                "points outside are clipped onto it")
+    g.add_argument("--center", help="center of the data ball, d comma-separated numbers (default the origin)")
+    g.add_argument("--objective", default="kmeans", choices=("kmeans", "kmedian"))
+    g.add_argument("--semicoreset", default="tree", choices=("tree", "lloyd", "snap"),
+                   help="the DP block semicoreset A (default tree)")
+    g = ap.add_argument_group("privacy")
+    g.add_argument("--epsilon", type=float, default=1.0, help="total ε of the whole run (default 1)")
+    g.add_argument("--delta", type=float, default=1e-6, help="total δ of the whole run (default 1e-6)")
+    g.add_argument("--seed_file", help="file holding the secret master seed, ≥ 16 bytes (local path or gs://…); "
+                                       "default: OS entropy (local runners only)")
+    g = ap.add_argument_group("clock (public)")
+    g.add_argument("--tick_size", type=int, help="records per tick of a file input's position clock "
+                                                 "(default 1000)")
+    g.add_argument("--tick_seconds", type=float, help="seconds per tick of the event-time clock "
+                                                      "(Pub/Sub: default 10; files: uses each record's ts)")
+    g.add_argument("--t_start", type=int, help="event-time clock: index of the first tick, floor(start / "
+                                               "tick_seconds) (default: the launch time)")
+    g.add_argument("--horizon_ticks", type=int, help="public horizon T: ticks 1..T release, later records are "
+                                                     "dropped (required with an input)")
+    g.add_argument("--allowed_lateness_seconds", type=float, default=5.0,
+                   help="event-time clock: a record is admitted until its tick's end plus this public delay "
+                        "(default 5)")
+    g.add_argument("--report", action="store_true",
+                   help="after a batch run with --output, write centers.json, privacy_plan.md and report.png")
+    return ap
+
+
+@dataclass
+class Job:
+    source: str                 # "files" | "pubsub" | "builtin"
+    input: Optional[str]
+    subscription: Optional[str]
+    topic: Optional[str]
+    fmt: str
+    builtin_n: int
+    output: Optional[str]
+    output_topic: Optional[str]
+    dead_letter: str
+    k: int
+    dim: int
+    radius: float
+    center: Optional[Tuple[float, ...]]
+    objective: str
+    semicoreset: str
+    epsilon: float
+    delta: float
+    seed_file: Optional[str]
+    clock: str                  # "position" | "event_time"
+    tick_size: Optional[int]
+    tick_seconds: Optional[float]
+    t_start: Optional[int]
+    horizon_ticks: int
+    allowed_lateness_seconds: Optional[float]
+    streaming: bool
+    runner: str
+    report: bool
+
+    @property
+    def releases_path(self) -> Optional[str]:
+        return None if self.output is None else _join(self.output, "releases.jsonl")
+
+
+def _join(base: str, name: str) -> str:
+    return base.rstrip("/") + "/" + name
+
+
+def _beam_parser() -> argparse.ArgumentParser:
+    from apache_beam.options.pipeline_options import PipelineOptions
+
+    p = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    seen = set()
+    stack = list(PipelineOptions.__subclasses__())
+    while stack:
+        cls = stack.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        stack.extend(cls.__subclasses__())
+        try:
+            cls._add_argparse_args(p)
+        except argparse.ArgumentError:
+            pass  # an option two classes both declare
+    return p
+
+
+def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
+    """Our options → a validated :class:`Job`; Beam's → a list. Raises OptionError."""
+    ap = build_parser()
+    ns, rest = ap.parse_known_args(argv)
+    unknown = _beam_parser().parse_known_args(rest)[1]
+    if unknown:
+        raise OptionError(f"unknown option {unknown[0]!r} (see --help for dpstream's options; other options "
+                          f"must be Beam pipeline options)")
+    bns = _beam_parser().parse_known_args(rest)[0]
+    runner = getattr(bns, "runner", None) or ""
+    if runner and runner.split(".")[-1] not in KNOWN_RUNNERS:
+        raise OptionError(f"unknown runner {runner!r}: use DirectRunner or BundleBasedDirectRunner locally, "
+                          f"DataflowRunner, FlinkRunner or SparkRunner at scale")
+    if (getattr(bns, "direct_num_workers", None) or 1) > 1:
+        raise OptionError("--direct_num_workers must be 1: the DirectRunner's multi-worker modes deliver the "
+                          "looping tick timers twice or not at all (measured), which would break the tick "
+                          "clock; parallelism comes from the runner at scale (Dataflow, Flink)")
+
+    inputs = [n for n in ("input", "input_subscription", "input_topic") if getattr(ns, n)]
+    if len(inputs) > 1:
+        raise OptionError(f"give at most one of --input, --input_subscription, --input_topic (got "
+                          f"{', '.join('--' + n for n in inputs)})")
+    source = "builtin" if not inputs else ("files" if inputs[0] == "input" else "pubsub")
+    if not ns.output and not ns.output_topic:
+        raise OptionError("give --output (a directory) or --output_topic (a Pub/Sub topic) for the releases")
+    if ns.output and ns.output_topic:
+        raise OptionError("give one of --output and --output_topic, not both")
+    if ns.output_topic and not _topic_ok(ns.output_topic):
+        raise OptionError(f"--output_topic must look like projects/P/topics/T, got {ns.output_topic!r}")
+    if ns.input_topic and not _topic_ok(ns.input_topic):
+        raise OptionError(f"--input_topic must look like projects/P/topics/T, got {ns.input_topic!r}")
+    if ns.input_subscription and not (ns.input_subscription.startswith("projects/")
+                                      and "/subscriptions/" in ns.input_subscription):
+        raise OptionError(f"--input_subscription must look like projects/P/subscriptions/S, got "
+                          f"{ns.input_subscription!r}")
+    dead = ns.dead_letter or (_join(ns.output, "dead_letter.jsonl") if ns.output else None)
+    if dead is None:
+        raise OptionError("give --dead_letter (a file path or a Pub/Sub topic): records that fail to parse are "
+                          "never dropped silently")
+
+    if source == "builtin":
+        if ns.builtin_n < 1:
+            raise OptionError(f"--builtin_n must be >= 1, got {ns.builtin_n}")
+        from dpstream.datasets import default_stream
+        info = default_stream(1)[2]
+        k = ns.k if ns.k is not None else info["n_clusters"]
+        dim = ns.dim if ns.dim is not None else 2
+        radius = ns.radius if ns.radius is not None else info["radius"]
+        if dim != 2:
+            raise OptionError("the built-in stream is 2-dimensional: drop --dim or give --input")
+    else:
+        for name in ("dim", "radius"):
+            if getattr(ns, name) is None:
+                what = {"dim": "the dimension d of the points",
+                        "radius": "the public radius Λ of the data ball (fixed before seeing data; points "
+                                  "outside are clipped)"}[name]
+                raise OptionError(f"missing --{name}: {what}")
+        k = ns.k if ns.k is not None else 5
+        dim, radius = ns.dim, ns.radius
+
+    streaming = source == "pubsub"
+    if ns.tick_size is not None and ns.tick_seconds is not None:
+        raise OptionError("give one of --tick_size (position clock) and --tick_seconds (event-time clock)")
+    if streaming and ns.tick_size is not None:
+        raise OptionError("--tick_size is the position clock of a bounded input; a Pub/Sub stream uses "
+                          "--tick_seconds (event time)")
+    clock = "event_time" if (streaming or ns.tick_seconds is not None) else "position"
+    tick_size = tick_seconds = t_start = None
+    if clock == "position":
+        tick_size = ns.tick_size if ns.tick_size is not None else 1000
+        if tick_size < 1:
+            raise OptionError(f"--tick_size must be >= 1, got {tick_size}")
+        if ns.t_start is not None:
+            raise OptionError("--t_start belongs to the event-time clock (--tick_seconds)")
+    else:
+        tick_seconds = ns.tick_seconds if ns.tick_seconds is not None else 10.0
+        if not (math.isfinite(tick_seconds) and tick_seconds > 0):
+            raise OptionError(f"--tick_seconds must be > 0, got {tick_seconds}")
+        from transforms.ticks import TickClock
+        t_start = ns.t_start if ns.t_start is not None else TickClock.t_start_for(time.time(), tick_seconds)
+
+    if ns.horizon_ticks is not None:
+        horizon = ns.horizon_ticks
+    elif source == "builtin" and clock == "position":
+        horizon = math.ceil(ns.builtin_n / tick_size)  # the built-in stream's length is public
+    else:
+        raise OptionError("missing --horizon_ticks: the public number of ticks T of the run (every tick 1..T "
+                          "releases; it must not be derived from the data)")
+    if horizon < 1:
+        raise OptionError(f"--horizon_ticks must be >= 1, got {horizon}")
+
+    lateness = None
+    if clock == "event_time":
+        lateness = ns.allowed_lateness_seconds
+        if not (math.isfinite(lateness) and lateness >= 0):
+            raise OptionError(f"--allowed_lateness_seconds must be finite and >= 0, got {lateness}")
+        if not streaming:
+            lateness = None  # a bounded input: nothing is late
+
+    center = None
+    if ns.center is not None:
+        try:
+            center = tuple(float(v) for v in ns.center.split(","))
+        except ValueError:
+            raise OptionError(f"--center must be {dim} comma-separated numbers, got {ns.center!r}") from None
+        if len(center) != dim:
+            raise OptionError(f"--center has {len(center)} numbers; --dim is {dim}")
+
+    if not runner:
+        runner = "BundleBasedDirectRunner" if streaming else "DirectRunner"
+    runner_name = runner.split(".")[-1]
+    if runner_name not in LOCAL_RUNNERS and not ns.seed_file:
+        raise OptionError(f"--seed_file is required with {runner_name}: the workers must read the secret seed "
+                          f"from a file they can reach (e.g. gs://…), it is never passed as an option")
+    if ns.report and (streaming or not ns.output or "://" in ns.output):
+        raise OptionError("--report needs a batch run with a local --output directory")
+
+    job = Job(source=source, input=ns.input, subscription=ns.input_subscription, topic=ns.input_topic,
+              fmt=ns.format, builtin_n=ns.builtin_n, output=ns.output, output_topic=ns.output_topic,
+              dead_letter=dead, k=k, dim=dim, radius=radius, center=center, objective=ns.objective,
+              semicoreset=ns.semicoreset, epsilon=ns.epsilon, delta=ns.delta, seed_file=ns.seed_file,
+              clock=clock, tick_size=tick_size, tick_seconds=tick_seconds, t_start=t_start,
+              horizon_ticks=horizon, allowed_lateness_seconds=lateness, streaming=streaming, runner=runner,
+              report=ns.report)
+    engine_config(job)  # validates k, ε, δ, radius … with the engine's own messages
+    if source == "files":
+        from pipelines.sources import match_files
+        try:
+            match_files(job.input)
+        except ValueError as e:
+            raise OptionError(str(e)) from None
+    return job, rest
+
+
+def _topic_ok(t: str) -> bool:
+    return t.startswith("projects/") and "/topics/" in t
+
+
+def engine_config(job: Job):
+    """The engine's configuration for a job (the same object the equivalence test builds)."""
+    from dpstream.params import EngineConfig
+
+    try:
+        return EngineConfig(n_clusters=job.k, dim=job.dim, radius=job.radius, epsilon=job.epsilon,
+                            delta=job.delta, horizon_ticks=job.horizon_ticks,
+                            neighbouring="replace_one" if job.clock == "position" else "add_remove",
+                            objective=job.objective, semicoreset=job.semicoreset, center=job.center)
+    except ValueError as e:
+        raise OptionError(str(e)) from None
+
+
+def tick_clock(job: Job):
+    from transforms.ticks import TickClock
+
+    if job.clock == "position":
+        return TickClock("position", tick_size=job.tick_size, horizon_ticks=job.horizon_ticks)
+    return TickClock("event_time", tick_seconds=job.tick_seconds, t_start=job.t_start,
+                     horizon_ticks=job.horizon_ticks)
+
+
+# --------------------------------------------------------------------------- the graph
+
+def build(p, job: Job, seed_path: str, source=None):
+    """Add the job's steps to pipeline ``p``; returns ``{"releases", "dead_letter"}``.
+
+    ``source`` (tests): a PCollection of Records to use instead of the job's input."""
+    import apache_beam as beam
+
+    from pipelines.sinks import WriteJsonLines, release_message
+    from pipelines.sources import BuiltinStream, ReadFileRecords, ReadPubSubRecords
+    from transforms.cluster import ClusterTicks
+    from transforms.parse import ParsePoints
+    from transforms.ticks import DedupByMessageId
+
+    cfg = engine_config(job)
+    clock = tick_clock(job)
+    if source is not None:
+        records = source
+    elif job.source == "files":
+        records = p | "ReadFiles" >> ReadFileRecords(job.input)
+    elif job.source == "pubsub":
+        records = p | "ReadPubSub" >> ReadPubSubRecords(job.subscription, job.topic)
+    else:
+        records = p | "BuiltinStream" >> BuiltinStream(job.builtin_n)
+    if job.source == "pubsub" or job.streaming:
+        records = records | "DedupByMessageId" >> DedupByMessageId()
+    fmt = job.fmt
+    parsed = records | "ParsePoints" >> ParsePoints(job.dim, fmt)
+    ticks = parsed.points | "BatchIntoTicks" >> _batch_into_ticks(job)
+    releases = ticks | "ClusterTicks" >> ClusterTicks(
+        cfg, clock, seed_path, mode="streaming" if job.streaming else "batch",
+        close_delay_seconds=job.allowed_lateness_seconds or 0.0)
+    if job.output_topic:
+        releases | "WriteReleases" >> WriteJsonLines(job.output_topic, job.streaming, attributes=release_message)
+    else:
+        releases | "WriteReleases" >> WriteJsonLines(job.releases_path, job.streaming)
+    parsed.dead_letter | "WriteDeadLetters" >> WriteJsonLines(job.dead_letter, job.streaming)
+    return {"releases": releases, "dead_letter": parsed.dead_letter}
+
+
+def _batch_into_ticks(job: Job):
+    from transforms.ticks import BatchIntoTicks
+
+    if job.clock == "position":
+        return BatchIntoTicks("position", tick_size=job.tick_size, horizon_ticks=job.horizon_ticks,
+                              dim=job.dim, keep_order_keys=True)
+    return BatchIntoTicks("event_time", tick_seconds=job.tick_seconds, t_start=job.t_start,
+                          horizon_ticks=job.horizon_ticks, dim=job.dim,
+                          allowed_lateness_seconds=job.allowed_lateness_seconds, keep_order_keys=True)
+
+
+def pipeline_options(job: Job, beam_args: List[str]):
+    from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
+
+    args = list(beam_args)
+    if not any(a == "--runner" or a.startswith("--runner=") for a in args):
+        args.append(f"--runner={job.runner}")
+    opts = PipelineOptions(args)
+    if job.streaming:
+        opts.view_as(StandardOptions).streaming = True
+    return opts
+
+
+def private_seed_file() -> str:
+    """OS entropy in a file only this user can read, removed at exit (local runs)."""
+    d = tempfile.mkdtemp(prefix="dpstream-seed-")
+    path = os.path.join(d, "seed")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(os.urandom(32).hex().encode())
+    atexit.register(shutil.rmtree, d, True)
+    return path
+
+
+def run(argv: Optional[List[str]] = None, wait: bool = True):
+    """Parse options, build and run the job. Returns the PipelineResult."""
+    import apache_beam as beam
+
+    job, beam_args = parse_args(argv)
+    seed_path = job.seed_file or private_seed_file()
+    if job.seed_file:
+        from transforms.cluster import load_seed
+        try:
+            load_seed(job.seed_file)  # fail at launch, not on a worker
+        except (OSError, ValueError) as e:
+            raise OptionError(f"--seed_file: {e}") from None
+    if job.output and "://" not in job.output:
+        os.makedirs(job.output, exist_ok=True)
+    opts = pipeline_options(job, beam_args)
+    p = beam.Pipeline(options=opts)
+    build(p, job, seed_path)
+    log.info("dpstream: %s input, %s clock, T=%d ticks, k=%d, d=%d, epsilon=%g, delta=%g, runner %s",
+             job.source, job.clock, job.horizon_ticks, job.k, job.dim, job.epsilon, job.delta, job.runner)
+    result = p.run()
+    if wait and not job.streaming:
+        result.wait_until_finish()
+        if job.report:
+            from pipelines.report import write_report
+            write_report(job)
+    return result
+
+
+def main(argv: Optional[List[str]] = None) -> int:
+    logging.basicConfig(level=logging.INFO, format="%(message)s")
+    for noisy in ("apache_beam", "absl"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+    try:
+        result = run(argv)
+    except OptionError as e:
+        print(f"dpstream: error: {e}", file=sys.stderr)
+        return 2
+    if getattr(result, "state", None) is not None and "RUNNING" in str(result.state):
+        try:
+            result.wait_until_finish()
+        except KeyboardInterrupt:
+            result.cancel()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,245 @@
+"""The main job (pipelines.dp_stream_cluster): the same releases as the engine, a data-independent
+release clock in batch and TestStream modes, dead letters that keep their slots, option errors."""
+from __future__ import annotations
+
+import json
+import os
+import pickle
+
+import numpy as np
+import pytest
+
+beam = pytest.importorskip("apache_beam", reason="apache_beam is not importable: the Beam job cannot run",
+                          exc_type=ImportError)
+
+from apache_beam.coders import PickleCoder  # noqa: E402
+from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions  # noqa: E402
+from apache_beam.testing.test_stream import TestStream as _TestStream  # noqa: E402
+from apache_beam.utils.timestamp import Timestamp  # noqa: E402
+
+from dpstream.engine import Engine  # noqa: E402
+from dpstream.release import RELEASE_FIELDS  # noqa: E402
+from pipelines import dp_stream_cluster as job_mod  # noqa: E402
+from transforms.cluster import load_seed  # noqa: E402
+from transforms.parse import Record  # noqa: E402
+
+T0 = 1_800_000_000.0  # event-time tests: a public start time, seconds
+
+
+@pytest.fixture
+def seed_file(tmp_path):
+    p = tmp_path / "seed"
+    p.write_text("d7f1e0c2a9b84c3e9f0a1b2c3d4e5f60718293a4b5c6d7e8f9\n")
+    return str(p)
+
+
+def _blobs(n, rng, d=2):
+    means = np.array([[-5.0, -5.0], [5.0, 5.0], [5.0, -5.0]])[:, :d]
+    return means[rng.integers(0, 3, n)] + rng.normal(scale=0.5, size=(n, d))
+
+
+def _engine_releases(job, seed_path, ticks):
+    """The library engine over the given per-tick arrays (ticks 1..T), as JSON dicts."""
+    eng = Engine(job_mod.engine_config(job), load_seed(seed_path))
+    out = []
+    for t in range(1, job.horizon_ticks + 1):
+        x = ticks.get(t, np.zeros((0, job.dim)))
+        out.append(json.loads(json.dumps(eng.step(x).to_dict())))
+    return out
+
+
+def _run_batch(argv):
+    result = job_mod.run(argv)
+    assert "DONE" in str(result.state)
+    return result
+
+
+def _read_jsonl(path):
+    with open(path) as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+# --------------------------------------------------------------------------- equivalence
+
+def test_batch_job_releases_exactly_what_the_engine_releases(tmp_path, seed_file):
+    rng = np.random.default_rng(1)
+    X = _blobs(2300, rng)
+    np.save(tmp_path / "a.npy", X[:1000])
+    np.save(tmp_path / "b.npy", X[1000:])  # two files: slots continue across them
+    out = tmp_path / "out"
+    argv = [f"--input={tmp_path}/*.npy", f"--output={out}", "--dim=2", "--radius=12", "--k=3",
+            "--tick_size=200", "--horizon_ticks=14", f"--seed_file={seed_file}", "--epsilon=1"]
+    _run_batch(argv)
+    got = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
+    job, _ = job_mod.parse_args(argv)
+    want = _engine_releases(job, seed_file, {t + 1: X[t * 200:(t + 1) * 200] for t in range(12)})
+    assert [r["tick"] for r in got] == list(range(1, 15))  # ticks 13, 14 are empty and still release
+    assert got == want
+    assert set(got[0]) == set(RELEASE_FIELDS)
+    assert _read_jsonl(out / "dead_letter.jsonl") == []
+
+
+def test_dead_letters_keep_their_slots_and_every_good_point_is_processed(tmp_path, seed_file):
+    rng = np.random.default_rng(2)
+    X = _blobs(600, rng)
+    bad = {  # line index -> (raw line, reason)
+        3: ("{not json", "malformed_json"), 50: ('{"x": [1.0]}', "wrong_dimension"),
+        77: ('{"x": [NaN, 1]}', "nan_or_inf"), 78: ("1e999,2", "nan_or_inf"),
+        120: ('{"x": ["a", 2]}', "non_numeric"), 121: ("", "empty"), 199: ('{"y": [1, 2]}', "missing_x"),
+        200: ("[1, 2]", "not_object"), 333: ('{"x": 5}', "wrong_type"), 401: ("1,2,3", "wrong_dimension"),
+        402: (b"\xff\xfe".decode("latin-1"), "wrong_dimension"),
+    }
+    lines, good_slots = [], []
+    for i in range(X.shape[0]):
+        if i in bad:
+            lines.append(bad[i][0])
+        else:
+            lines.append(json.dumps({"x": X[i].tolist()}) if i % 2 else f"{float(X[i, 0])!r},{float(X[i, 1])!r}")
+            good_slots.append(i)
+    (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    argv = [f"--input={tmp_path}/in.jsonl", f"--output={out}", "--dim=2", "--radius=12", "--k=3",
+            "--tick_size=100", "--horizon_ticks=6", f"--seed_file={seed_file}"]
+    result = _run_batch(argv)
+    dead = _read_jsonl(out / "dead_letter.jsonl")
+    assert sorted((d["slot"], d["reason"]) for d in dead) == sorted((s, r) for s, (_, r) in bad.items())
+    from apache_beam.metrics.metric import MetricsFilter
+    counters = {c.key.metric.name: c.committed for c in
+                result.metrics().query(MetricsFilter().with_namespace("dpstream"))["counters"]}
+    assert counters["points_processed"] == len(good_slots) == X.shape[0] - len(bad)
+    assert counters["read"] == counters["valid"] + counters["dead_letter"] == X.shape[0]
+    # the engine fed only the good points, each in the tick of its own slot: the same releases
+    good = np.array(good_slots)
+    ticks = {t: X[good[(good // 100) + 1 == t]] for t in range(1, 7)}
+    job, _ = job_mod.parse_args(argv)
+    assert sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"]) == \
+        _engine_releases(job, seed_file, ticks)
+
+
+def test_engine_state_never_holds_the_seed(seed_file):
+    from dpstream.params import EngineConfig
+    seed = load_seed(seed_file)
+    eng = Engine(EngineConfig(n_clusters=2, dim=2, radius=5, epsilon=1, horizon_ticks=4), seed)
+    eng.step(np.ones((10, 2)))
+    blob = pickle.dumps(eng)
+    assert seed not in blob and seed.hex().encode() not in blob
+    back = pickle.loads(blob)
+    with pytest.raises(RuntimeError, match="attach_seed"):
+        back.step(np.ones((3, 2)))
+    with pytest.raises(ValueError, match="not the seed"):
+        pickle.loads(blob).attach_seed(b"another-secret-seed-of-32-bytes!")
+    back = pickle.loads(blob)
+    back.attach_seed(seed)
+    assert json.dumps(back.step(np.ones((3, 2))).to_dict()) == json.dumps(eng.step(np.ones((3, 2))).to_dict())
+
+
+# --------------------------------------------------------------------------- ticks: TestStream vs batch
+
+def _event_records(rng, n_ticks, tick_seconds, skip):
+    """Records with JSON ts, none in the ticks of ``skip``."""
+    recs = []
+    for t in range(1, n_ticks + 1):
+        if t in skip:
+            continue
+        X = _blobs(int(rng.integers(20, 120)), rng)
+        ts = T0 + (t - 1) * tick_seconds + np.sort(rng.uniform(0, tick_seconds * 0.999, X.shape[0]))
+        recs += [(json.dumps({"x": x.tolist(), "ts": float(s)}), float(s)) for x, s in zip(X, ts)]
+    return recs
+
+
+def _event_argv(out, seed_file, extra=()):
+    return [f"--output={out}", "--dim=2", "--radius=12", "--k=3", "--tick_seconds=10",
+            f"--t_start={int(T0 // 10)}", "--horizon_ticks=8", f"--seed_file={seed_file}", *extra]
+
+
+class _Stamp(beam.DoFn):
+    def process(self, rel, ts=beam.DoFn.TimestampParam):
+        yield json.dumps({"tick": rel["tick"], "ts": ts.micros})
+
+
+def _run_teststream(records, out, seed_file, lateness="0"):
+    argv = _event_argv(out, seed_file, ["--input_subscription=projects/p/subscriptions/unused",
+                                        f"--allowed_lateness_seconds={lateness}"])
+    job, _ = job_mod.parse_args(argv)
+    os.makedirs(out, exist_ok=True)
+    ts_stream = _TestStream(coder=PickleCoder())
+    by_tick = {}
+    for raw, s in records:
+        by_tick.setdefault(int((s - T0) // 10), []).append((raw, s))
+    for k in sorted(by_tick):
+        ts_stream = ts_stream.add_elements(
+            [beam.window.TimestampedValue(Record(raw, None, s), Timestamp.of(s)) for raw, s in by_tick[k]])
+        ts_stream = ts_stream.advance_processing_time(2).advance_watermark_to(Timestamp.of(T0 + (k + 1) * 10))
+    ts_stream = ts_stream.advance_processing_time(2).advance_watermark_to_infinity()
+    opts = PipelineOptions(["--runner=BundleBasedDirectRunner"])
+    opts.view_as(StandardOptions).streaming = True
+    p = beam.Pipeline(options=opts)
+    src = p | "Events" >> ts_stream
+    pcs = job_mod.build(p, job, seed_file, source=src)
+    stamps = str(out) + "/stamps.jsonl"
+    (pcs["releases"] | "Stamp" >> beam.ParDo(_Stamp())
+     | "WriteStamps" >> beam.ParDo(__import__("pipelines.sinks", fromlist=["_AppendLinesFn"])._AppendLinesFn(stamps)))
+    p.run().wait_until_finish()
+    rels = sorted(_read_jsonl(os.path.join(out, "releases.jsonl")), key=lambda r: r["tick"])
+    return rels, sorted((d["tick"], d["ts"]) for d in _read_jsonl(stamps))
+
+
+def test_teststream_releases_every_tick_and_equals_the_batch_run(tmp_path, seed_file):
+    rng = np.random.default_rng(3)
+    recs = _event_records(rng, 6, 10.0, skip={2, 5})  # ticks 2, 5, 7, 8 carry no record
+    rels, stamps = _run_teststream(recs, tmp_path / "stream", seed_file)
+    assert [r["tick"] for r in rels] == list(range(1, 9))
+    # the same records from a file, batch mode on the DirectRunner, same clock: the same releases
+    (tmp_path / "in.jsonl").write_text("\n".join(raw for raw, _ in recs) + "\n")
+    _run_batch(_event_argv(tmp_path / "batch", seed_file, [f"--input={tmp_path}/in.jsonl"]))
+    batch = sorted(_read_jsonl(tmp_path / "batch" / "releases.jsonl"), key=lambda r: r["tick"])
+    assert rels == batch
+    # and what the engine releases for the same ticks (event time: add/remove neighbours)
+    job, _ = job_mod.parse_args(_event_argv(tmp_path / "x", seed_file, [f"--input={tmp_path}/in.jsonl"]))
+    ticks = {}
+    for raw, s in recs:
+        ticks.setdefault(int((s - T0) // 10) + 1, []).append(json.loads(raw)["x"])
+    assert batch == _engine_releases(job, seed_file, {t: np.array(v) for t, v in ticks.items()})
+    # one release per tick at the tick's public close time, whatever the data
+    assert stamps == [(t, int((T0 + t * 10) * 1e6) - 1000) for t in range(1, 9)]
+
+
+def test_release_count_and_timestamps_do_not_depend_on_the_data(tmp_path, seed_file):
+    rng = np.random.default_rng(4)
+    _, stamps_a = _run_teststream(_event_records(rng, 8, 10.0, skip=set()), tmp_path / "a", seed_file)
+    _, stamps_b = _run_teststream(_event_records(rng, 3, 10.0, skip={1}), tmp_path / "b", seed_file)
+    _, stamps_c = _run_teststream([], tmp_path / "c", seed_file)  # not a single record: still 8 releases
+    assert stamps_a == stamps_b == stamps_c
+    assert len(stamps_a) == 8
+
+
+# --------------------------------------------------------------------------- options
+
+@pytest.mark.parametrize("argv, message", [
+    (["--output=o", "--runner=NoSuchRunner"], "unknown runner"),
+    (["--output=o", "--epsilon=0"], "epsilon"),
+    (["--output=o", "--epsilon=-1"], "epsilon"),
+    (["--output=o", "--input=x.npy", "--dim=2", "--horizon_ticks=3"], "missing --radius"),
+    (["--output=o", "--input=x.npy", "--input_subscription=projects/p/subscriptions/s", "--dim=2",
+      "--radius=1"], "at most one of"),
+    ([], "give --output"),
+    (["--output=o", "--output_topic=projects/p/topics/t"], "not both"),
+    (["--output=o", "--direct_num_workers=2"], "direct_num_workers must be 1"),
+    (["--output=o", "--runner=DataflowRunner"], "--seed_file is required"),
+    (["--output=o", "--tick_size=5", "--tick_seconds=1"], "one of --tick_size"),
+    (["--output=o", "--epsilonn=1"], "unknown option"),
+    (["--output=o", "--input=/nonexistent/*.npy", "--dim=2", "--radius=1", "--horizon_ticks=2"], "matches no file"),
+    (["--output=o", "--input=/tmp/x.npy", "--dim=2", "--radius=1"], "missing --horizon_ticks"),
+])
+def test_option_errors_exit_with_one_line_saying_what_to_fix(argv, message, capsys):
+    assert job_mod.main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and message in err, err
+
+
+def test_seed_is_never_an_option_value_and_a_short_seed_file_is_refused(tmp_path, capsys):
+    assert job_mod.main(["--output", str(tmp_path), "--seed", "123"]) == 2  # no such option
+    short = tmp_path / "short"
+    short.write_text("abc")
+    assert job_mod.main(["--output", str(tmp_path / "o"), "--builtin_n=10", f"--seed_file={short}"]) == 2
+    assert "16 bytes" in capsys.readouterr().err
