@@ -7,7 +7,8 @@ setup(
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
     python_requires=">=3.10",
-    packages=find_packages(include=["dpstream", "dpstream.*", "transforms", "transforms.*"]),
+    packages=find_packages(include=["dpstream", "dpstream.*", "transforms", "transforms.*", "pipelines",
+                                    "pipelines.*"]),
     install_requires=[
         "numpy>=1.24",
         "scipy>=1.10",
@@ -17,9 +18,11 @@ setup(
         "apache-beam[gcp]>=2.60",
     ],
     extras_require={
-        "test": ["pytest>=7", "hypothesis>=6"],
+        # drongo: the in-process Pub/Sub fallback where Google's emulator package is absent
+        "test": ["pytest>=7", "hypothesis>=6", "drongo==0.8.0"],
         # diffprivlib 0.6.6 does not import with scikit-learn >= 1.9: benchmark-only, own venv
         "bench": ["diffprivlib==0.6.6", "scikit-learn>=1.3,<1.9", "pillow"],
     },
-    entry_points={"console_scripts": ["dpstream-demo=dpstream.demo:main"]},
+    entry_points={"console_scripts": ["dpstream=pipelines.dp_stream_cluster:main",
+                                        "dpstream-demo=dpstream.demo:main"]},
 )

@@ -122,17 +122,26 @@ def _builtin_records(n: int):
         yield Record(X[start:start + NPY_CHUNK_ROWS], start)
 
 
-def _pubsub_record(msg) -> Record:
+HEARTBEAT_ATTRIBUTE = "dpstream_heartbeat"
+
+
+def _pubsub_records(msg):
+    """A message → one Record; a heartbeat (attribute ``dpstream_heartbeat``) → nothing.
+    Heartbeats only wake the runner's reader so the watermark (and the tick timers)
+    keep moving through input pauses; they carry no record."""
+    if msg.attributes and HEARTBEAT_ATTRIBUTE in msg.attributes:
+        return
     ts = None
     if getattr(msg, "publish_time", None) is not None:
         pt = msg.publish_time
         ts = pt.timestamp() if hasattr(pt, "timestamp") else float(pt)
-    return Record(msg.data, None, ts, msg.message_id or None)
+    yield Record(msg.data, None, ts, msg.message_id or None)
 
 
 class ReadPubSubRecords(beam.PTransform):
     """Pub/Sub messages → Records: raw = the payload, ts = the publish time (a JSON
-    ``"ts"`` in the payload wins), message_id = Pub/Sub's id (for deduplication)."""
+    ``"ts"`` in the payload wins), message_id = Pub/Sub's id (for deduplication).
+    Heartbeat messages are dropped here (:func:`_pubsub_records`)."""
 
     def __init__(self, subscription: Optional[str] = None, topic: Optional[str] = None,
                  label: Optional[str] = None):
@@ -142,7 +151,7 @@ class ReadPubSubRecords(beam.PTransform):
     def expand(self, pbegin):
         kw = {"subscription": self.subscription} if self.subscription else {"topic": self.topic}
         return (pbegin | "ReadPubSub" >> beam.io.ReadFromPubSub(with_attributes=True, **kw)
-                | "ToRecords" >> beam.Map(_pubsub_record))
+                | "ToRecords" >> beam.FlatMap(_pubsub_records))
 
 
 def builtin_ticks(n: int, tick_size: int) -> int:

@@ -46,6 +46,7 @@ telemetry only, never part of a release.
 """
 from __future__ import annotations
 
+import logging
 from collections import defaultdict
 from typing import Any, Optional, Tuple
 
@@ -65,6 +66,7 @@ from dpstream.params import EngineConfig
 from transforms.parse import NAMESPACE
 from transforms.ticks import TickClock, _Partial, merge_partials
 
+_log = logging.getLogger("dpstream")
 ENGINE_KEY = "dpstream-engine"
 MODES = ("batch", "streaming")
 _START = ("start",)
@@ -130,7 +132,10 @@ class _ClusterTicksFn(beam.DoFn):
             return
         tick, part = item[1], item[2]
         if tick <= m["done"]:
-            self._c_closed.inc(int(part.points.shape[0]))
+            n = int(part.points.shape[0])
+            self._c_closed.inc(n)
+            _log.warning("dpstream: %d point(s) of tick %d arrived after the tick was released; dropped "
+                         "(raise --allowed_lateness_seconds if this recurs)", n, tick)
             return
         buf.add((tick, part))
 
