@@ -5,7 +5,7 @@ BENCH_VENV := .venv-bench
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: run test bench clean
+.PHONY: run test bench bench-beam demo-pubsub clean
 
 $(STAMP): setup.py
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -19,8 +19,13 @@ $(BENCH_STAMP): setup.py
 	$(BENCH_VENV)/bin/python -m uv pip install -q --python $(BENCH_VENV)/bin/python -e '.[bench]'
 	touch $@
 
+# the Beam job on the DirectRunner over the built-in stream, then the report step
 run: $(STAMP)
-	$(VENV)/bin/python -m dpstream.demo --out out
+	$(VENV)/bin/python -m pipelines.dp_stream_cluster --output out --report
+
+# the streaming job against a local Pub/Sub emulator; stops everything it started
+demo-pubsub: $(STAMP)
+	$(VENV)/bin/python -m pipelines.demo_pubsub
 
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q tests

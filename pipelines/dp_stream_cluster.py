@@ -345,13 +345,25 @@ def build(p, job: Job, seed_path: str, source=None):
     ticks = parsed.points | "BatchIntoTicks" >> _batch_into_ticks(job)
     releases = ticks | "ClusterTicks" >> ClusterTicks(
         cfg, clock, seed_path, mode="streaming" if job.streaming else "batch",
-        close_delay_seconds=job.allowed_lateness_seconds or 0.0)
+        close_delay_seconds=close_delay_seconds(job))
     if job.output_topic:
         releases | "WriteReleases" >> WriteJsonLines(job.output_topic, job.streaming, attributes=release_message)
     else:
         releases | "WriteReleases" >> WriteJsonLines(job.releases_path, job.streaming)
     parsed.dead_letter | "WriteDeadLetters" >> WriteJsonLines(job.dead_letter, job.streaming)
     return {"releases": releases, "dead_letter": parsed.dead_letter}
+
+
+PANE_SECONDS = 1  # BatchIntoTicks' processing-time pane on a stream
+
+
+def close_delay_seconds(job: Job) -> float:
+    """When ClusterTicks closes tick k, after its end (public): on a stream the admission
+    deadline plus two panes of BatchIntoTicks, so a record admitted just before its
+    deadline still reaches the engine before the tick is released; 0 in batch."""
+    if not job.streaming:
+        return 0.0
+    return float(job.allowed_lateness_seconds or 0.0) + 2 * PANE_SECONDS
 
 
 def _batch_into_ticks(job: Job):
@@ -362,7 +374,8 @@ def _batch_into_ticks(job: Job):
                               dim=job.dim, keep_order_keys=True)
     return BatchIntoTicks("event_time", tick_seconds=job.tick_seconds, t_start=job.t_start,
                           horizon_ticks=job.horizon_ticks, dim=job.dim,
-                          allowed_lateness_seconds=job.allowed_lateness_seconds, keep_order_keys=True)
+                          allowed_lateness_seconds=job.allowed_lateness_seconds, pane_seconds=PANE_SECONDS,
+                          keep_order_keys=True)
 
 
 def pipeline_options(job: Job, beam_args: List[str]):

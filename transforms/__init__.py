@@ -10,8 +10,13 @@ Only the front of the pipeline lives here so far:
 * :class:`~transforms.ticks.DedupByMessageId` — drops Pub/Sub redeliveries
   before parsing and tick assignment.
 
-The stateful stages (BicriteriaCenters, CenterRegistry, AssignRings,
-RingMergeReduce, ReleaseCoreset) are not built yet.
+* :class:`~transforms.cluster.ClusterTicks` — the engine (Alg. 1) held in Beam
+  state under one key, stepped once per public tick (batch: one timer firing;
+  streaming: a looping, guarded tick timer), one release per tick 1..T.
+
+The sharded decomposition of DESIGN §4 (BicriteriaCenters, CenterRegistry,
+AssignRings, RingMergeReduce as separate keyed stages) is not built yet;
+ClusterTicks runs those steps in one keyed stage (docs/beam-job-plan.md).
 
 All three are importable without running a pipeline; the modules import
 ``apache_beam`` at import time, so import them only where Beam is installed.
@@ -33,4 +38,6 @@ from transforms.ticks import (  # noqa: F401
     BatchIntoTicks,
     DedupByMessageId,
     TickClock,
+    merge_partials,
 )
+from transforms.cluster import ClusterTicks, load_seed  # noqa: F401,E402

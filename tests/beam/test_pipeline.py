@@ -201,7 +201,7 @@ def test_teststream_releases_every_tick_and_equals_the_batch_run(tmp_path, seed_
         ticks.setdefault(int((s - T0) // 10) + 1, []).append(json.loads(raw)["x"])
     assert batch == _engine_releases(job, seed_file, {t: np.array(v) for t, v in ticks.items()})
     # one release per tick at the tick's public close time, whatever the data
-    assert stamps == [(t, int((T0 + t * 10) * 1e6) - 1000) for t in range(1, 9)]
+    assert stamps == [(t, int((T0 + t * 10 + 2) * 1e6) - 1000) for t in range(1, 9)]  # + lateness 0 + 2 panes
 
 
 def test_release_count_and_timestamps_do_not_depend_on_the_data(tmp_path, seed_file):
