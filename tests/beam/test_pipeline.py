@@ -243,3 +243,89 @@ def test_seed_is_never_an_option_value_and_a_short_seed_file_is_refused(tmp_path
     short.write_text("abc")
     assert job_mod.main(["--output", str(tmp_path / "o"), "--builtin_n=10", f"--seed_file={short}"]) == 2
     assert "16 bytes" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- review findings in the pipeline
+
+def _records_by_tick(recs):
+    by = {}
+    for raw, s in recs:
+        by.setdefault(int((s - T0) // 10) + 1, []).append(json.loads(raw)["x"])
+    return {t: np.array(v) for t, v in by.items()}
+
+
+def test_records_outside_the_public_horizon_add_no_release_and_change_nothing(tmp_path, seed_file):
+    """Finding 2: a record with a far-future (or past) timestamp neither adds releases nor enters a tick."""
+    rng = np.random.default_rng(5)
+    recs = _event_records(rng, 4, 10.0, skip=set())
+    outside = [(json.dumps({"x": [1.0, 1.0], "ts": T0 + 500.0}), T0 + 500.0),
+               (json.dumps({"x": [2.0, 2.0], "ts": T0 - 30.0}), T0 - 30.0)]
+    a, stamps_a = _run_teststream(recs, tmp_path / "a", seed_file)
+    b, stamps_b = _run_teststream(recs + outside, tmp_path / "b", seed_file)
+    assert a == b and stamps_a == stamps_b and [r["tick"] for r in a] == list(range(1, 9))
+
+
+def test_a_record_arriving_after_its_tick_closed_is_dropped_never_merged_into_a_later_tick(tmp_path, seed_file):
+    """Findings 4c and 7c: tick 1 is frozen when it closes; its straggler does not move into tick 2."""
+    rng = np.random.default_rng(6)
+    recs = _event_records(rng, 3, 10.0, skip=set())
+    job, _ = job_mod.parse_args(_event_argv(tmp_path / "s", seed_file, [
+        "--input_subscription=projects/p/subscriptions/unused", "--allowed_lateness_seconds=0"]))
+    os.makedirs(tmp_path / "s", exist_ok=True)
+    straggler = Record(json.dumps({"x": [9.0, 9.0], "ts": T0 + 1.0}), None, T0 + 1.0)
+    stream = _TestStream(coder=PickleCoder())
+    by = {}
+    for raw, s in recs:
+        by.setdefault(int((s - T0) // 10), []).append(beam.window.TimestampedValue(Record(raw, None, s),
+                                                                                   Timestamp.of(s)))
+    for k in sorted(by):
+        stream = stream.add_elements(by[k]).advance_processing_time(2)
+        stream = stream.advance_watermark_to(Timestamp.of(T0 + (k + 1) * 10 + 2.5))  # tick k+1 closes
+        if k == 1:  # tick 1 closed long ago: now its straggler arrives
+            stream = stream.add_elements([beam.window.TimestampedValue(straggler, Timestamp.of(T0 + 1.0))])
+    stream = stream.advance_processing_time(2).advance_watermark_to_infinity()
+    opts = PipelineOptions(["--runner=BundleBasedDirectRunner"])
+    opts.view_as(StandardOptions).streaming = True
+    p = beam.Pipeline(options=opts)
+    job_mod.build(p, job, seed_file, source=p | "Events" >> stream)
+    p.run().wait_until_finish()
+    got = sorted(_read_jsonl(tmp_path / "s" / "releases.jsonl"), key=lambda r: r["tick"])
+    assert got == _engine_releases(job, seed_file, _records_by_tick(recs))
+
+
+def test_pubsub_redeliveries_are_counted_once(tmp_path, seed_file):
+    """Finding 4d: a redelivered message (same message id) contributes once."""
+    rng = np.random.default_rng(7)
+    recs = _event_records(rng, 3, 10.0, skip=set())
+    job, _ = job_mod.parse_args(_event_argv(tmp_path / "s", seed_file, [
+        "--input_subscription=projects/p/subscriptions/unused", "--allowed_lateness_seconds=0"]))
+    os.makedirs(tmp_path / "s", exist_ok=True)
+    msgs = [Record(raw, None, s, f"m{i}") for i, (raw, s) in enumerate(recs)]
+    redelivered = msgs[::7]
+    stream = _TestStream(coder=PickleCoder())
+    stream = stream.add_elements([beam.window.TimestampedValue(r, Timestamp.of(r.ts)) for r in msgs])
+    stream = stream.add_elements([beam.window.TimestampedValue(r, Timestamp.of(r.ts)) for r in redelivered])
+    stream = stream.advance_processing_time(2).advance_watermark_to_infinity()
+    opts = PipelineOptions(["--runner=BundleBasedDirectRunner"])
+    opts.view_as(StandardOptions).streaming = True
+    p = beam.Pipeline(options=opts)
+    job_mod.build(p, job, seed_file, source=p | "Events" >> stream)
+    p.run().wait_until_finish()
+    got = sorted(_read_jsonl(tmp_path / "s" / "releases.jsonl"), key=lambda r: r["tick"])
+    assert got == _engine_releases(job, seed_file, _records_by_tick(recs))
+
+
+def test_the_seed_is_in_no_job_graph_and_no_log_line(tmp_path, seed_file, caplog):
+    """Finding 7a: workers read the seed from the file; the pickled DoFn and the launcher's logs hold none of it."""
+    import logging
+    from transforms.cluster import ClusterTicks
+    seed = load_seed(seed_file)
+    job, _ = job_mod.parse_args(["--output", str(tmp_path / "o"), "--builtin_n=3000", f"--seed_file={seed_file}"])
+    ct = ClusterTicks(job_mod.engine_config(job), job_mod.tick_clock(job), seed_file)
+    blob = pickle.dumps(ct)
+    assert seed not in blob
+    with caplog.at_level(logging.DEBUG):
+        job_mod.run(["--output", str(tmp_path / "o"), "--builtin_n=3000", f"--seed_file={seed_file}"])
+    assert seed.decode() not in caplog.text
+    rels = _read_jsonl(tmp_path / "o" / "releases.jsonl")
+    assert all(seed.decode() not in json.dumps(r) for r in rels)
