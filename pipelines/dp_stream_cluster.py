@@ -79,6 +79,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--delta", type=float, default=1e-6, help="total δ of the whole run (default 1e-6)")
     g.add_argument("--seed_file", help="file holding the secret master seed, ≥ 16 bytes (local path or gs://…); "
                                        "default: OS entropy (local runners only)")
+    g.add_argument("--seed_registry", help="where the fingerprints of used seeds are recorded, to refuse a seed "
+                                           "reused on other data (default $DPSTREAM_SEED_REGISTRY or "
+                                           "~/.dpstream/seed_registry.jsonl; use a gs:// path on Dataflow)")
     g = ap.add_argument_group("clock (public)")
     g.add_argument("--tick_size", type=int, help="records per tick of a file input's position clock "
                                                  "(default 1000)")
@@ -116,6 +119,7 @@ class Job:
     epsilon: float
     delta: float
     seed_file: Optional[str]
+    seed_registry: Optional[str]
     clock: str                  # "position" | "event_time"
     tick_size: Optional[int]
     tick_seconds: Optional[float]
@@ -275,6 +279,7 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
               fmt=ns.format, builtin_n=ns.builtin_n, output=ns.output, output_topic=ns.output_topic,
               dead_letter=dead, k=k, dim=dim, radius=radius, center=center, objective=ns.objective,
               semicoreset=ns.semicoreset, epsilon=ns.epsilon, delta=ns.delta, seed_file=ns.seed_file,
+              seed_registry=ns.seed_registry,
               clock=clock, tick_size=tick_size, tick_seconds=tick_seconds, t_start=t_start,
               horizon_ticks=horizon, allowed_lateness_seconds=lateness, streaming=streaming, runner=runner,
               report=ns.report)
@@ -408,11 +413,19 @@ def run(argv: Optional[List[str]] = None, wait: bool = True):
     job, beam_args = parse_args(argv)
     seed_path = job.seed_file or private_seed_file()
     if job.seed_file:
+        from dpstream.noise import fingerprint
+        from pipelines.seed_registry import SeedReused, check_and_record, run_identity
         from transforms.cluster import load_seed
         try:
-            load_seed(job.seed_file)  # fail at launch, not on a worker
+            seed = load_seed(job.seed_file)  # fail at launch, not on a worker
         except (OSError, ValueError) as e:
             raise OptionError(f"--seed_file: {e}") from None
+        try:
+            check_and_record(fingerprint(seed), run_identity(job, engine_config(job)), job.streaming,
+                             job.seed_registry)
+        except SeedReused as e:
+            raise OptionError(str(e)) from None
+        del seed
     if job.output and "://" not in job.output:
         os.makedirs(job.output, exist_ok=True)
     opts = pipeline_options(job, beam_args)

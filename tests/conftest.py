@@ -79,3 +79,9 @@ def chi2_gof_pvalue(observed, probs, min_expected: float = 5.0) -> float:
 def chi2_gof():
     """The :func:`chi2_gof_pvalue` helper, as a fixture."""
     return chi2_gof_pvalue
+
+
+@pytest.fixture(autouse=True)
+def _private_seed_registry(tmp_path, monkeypatch):
+    """Each test records used seeds in its own registry (pipelines.seed_registry), never in ~/.dpstream."""
+    monkeypatch.setenv("DPSTREAM_SEED_REGISTRY", str(tmp_path / "seed_registry.jsonl"))

@@ -329,3 +329,29 @@ def test_the_seed_is_in_no_job_graph_and_no_log_line(tmp_path, seed_file, caplog
     assert seed.decode() not in caplog.text
     rels = _read_jsonl(tmp_path / "o" / "releases.jsonl")
     assert all(seed.decode() not in json.dumps(r) for r in rels)
+
+
+def test_a_seed_used_on_other_data_is_refused(tmp_path, seed_file, capsys):
+    """Finding 7b: the same seed on different data would release the difference exactly."""
+    rng = np.random.default_rng(8)
+    np.save(tmp_path / "d.npy", _blobs(500, rng))
+    argv = [f"--input={tmp_path}/d.npy", f"--output={tmp_path}/o", "--dim=2", "--radius=12", "--k=3",
+            "--tick_size=100", "--horizon_ticks=5", f"--seed_file={seed_file}"]
+    assert job_mod.main(argv) == 0
+    assert job_mod.main(argv) == 0  # the same run again: same releases, nothing new
+    assert job_mod.main(argv[:-3] + ["--epsilon=2"] + argv[-3:]) == 2  # another configuration
+    assert "already used" in capsys.readouterr().err
+    np.save(tmp_path / "d.npy", _blobs(501, rng))  # a backfill: the same path, other data
+    assert job_mod.main(argv) == 2
+    assert "already used" in capsys.readouterr().err
+    # and a stream never reuses a seed, not even on "the same" subscription
+    stream = ["--input_subscription=projects/p/subscriptions/s", f"--output={tmp_path}/s", "--dim=2",
+              "--radius=12", "--tick_seconds=1", "--t_start=0", "--horizon_ticks=3"]
+    other = tmp_path / "seed2"
+    other.write_text("0123456789abcdef0123456789abcdef-other\n")
+    from pipelines.seed_registry import SeedReused, check_and_record, run_identity
+    job, _ = job_mod.parse_args(stream + [f"--seed_file={other}"])
+    ident = run_identity(job, job_mod.engine_config(job))
+    check_and_record("fp-stream", ident, True)
+    with pytest.raises(SeedReused):
+        check_and_record("fp-stream", ident, True)

@@ -203,7 +203,8 @@ def test_gcloud_builds_the_template_spec(tmp_path):
 
 # --------------------------------------------------------------------------- templates/main.py
 
-def _load_template_main():
+def _load_template_main(monkeypatch):
+    monkeypatch.setattr(sys, "dont_write_bytecode", True)  # no templates/__pycache__
     spec = importlib.util.spec_from_file_location("dpstream_template_main", TEMPLATES / "main.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
@@ -211,7 +212,7 @@ def _load_template_main():
 
 
 def test_template_main_submits_without_waiting(monkeypatch):
-    mod = _load_template_main()
+    mod = _load_template_main(monkeypatch)
     calls = []
     monkeypatch.setattr(mod, "run", lambda argv, wait=True: calls.append((argv, wait)))
     assert mod.main(["--input_subscription=projects/p/subscriptions/s", "--runner=DataflowRunner"]) == 0

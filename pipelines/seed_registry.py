@@ -1,0 +1,90 @@
+"""Refuse a master seed already used on other data (privacy review finding 7b).
+
+The same noise on two different inputs D and D' releases f(D) − f(D') exactly.
+Each run with ``--seed_file`` records the seed's public fingerprint with the
+identity of the run (its input and its engine configuration) in a registry, a
+JSON-lines file (local path or any Beam filesystem URL; default
+``$DPSTREAM_SEED_REGISTRY`` or ``~/.dpstream/seed_registry.jsonl``). A later run
+with the same fingerprint is refused unless it is the *same* bounded run again
+(same files with the same sizes and modification times, same configuration),
+which releases the same values and so reveals nothing new. A stream is never
+the same run twice: reusing a seed on a stream is always refused.
+
+Runs without ``--seed_file`` draw a fresh seed from OS entropy and need no entry.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from typing import Optional
+
+from apache_beam.io.filesystems import FileSystems
+
+DEFAULT_PATH = os.path.join("~", ".dpstream", "seed_registry.jsonl")
+
+
+class SeedReused(ValueError):
+    pass
+
+
+def default_path() -> str:
+    return os.environ.get("DPSTREAM_SEED_REGISTRY") or os.path.expanduser(DEFAULT_PATH)
+
+
+def run_identity(job, cfg) -> dict:
+    """What makes two runs 'the same run': the input's identity and the engine configuration."""
+    if job.source == "files":
+        from pipelines.sources import match_files
+        files = []
+        for path in match_files(job.input):
+            md = FileSystems.match([path])[0].metadata_list[0]
+            files.append([path, int(md.size_in_bytes), float(getattr(md, "last_updated_in_seconds", 0.0) or 0.0)])
+        inp = {"files": files}
+    elif job.source == "builtin":
+        inp = {"builtin_n": job.builtin_n}
+    else:
+        inp = {"stream": job.subscription or job.topic}
+    clock = {"clock": job.clock, "tick_size": job.tick_size, "tick_seconds": job.tick_seconds,
+             "t_start": job.t_start}
+    ident = {"input": inp, "clock": clock, "config": cfg.to_dict()}
+    ident["digest"] = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    return ident
+
+
+def _read(path: str) -> list:
+    if "://" not in path and not os.path.exists(path):
+        return []
+    if "://" in path and not FileSystems.exists(path):
+        return []
+    with FileSystems.open(path, compression_type="uncompressed") as fh:
+        return [json.loads(line) for line in fh.read().decode("utf-8").splitlines() if line.strip()]
+
+
+def _write(path: str, entries: list) -> None:
+    if "://" not in path:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    data = "".join(json.dumps(e, sort_keys=True) + "\n" for e in entries).encode("utf-8")
+    with FileSystems.create(path, compression_type="uncompressed") as fh:
+        fh.write(data)
+
+
+def check_and_record(fingerprint: str, identity: dict, streaming: bool, path: Optional[str] = None) -> str:
+    """Raise :class:`SeedReused` if this seed was used on another run; otherwise record it."""
+    path = path or default_path()
+    entries = _read(path)
+    for e in entries:
+        if e["seed_fingerprint"] != fingerprint:
+            continue
+        if streaming or e.get("streaming") or e["run"] != identity["digest"]:
+            raise SeedReused(
+                f"the seed in --seed_file (fingerprint {fingerprint}) was already used on "
+                f"{'a stream' if e.get('streaming') else 'another input or configuration'} at "
+                f"{e.get('time', '?')} (registry {path}); reusing it would release the difference of the two "
+                f"runs exactly: make a new seed (head -c 32 /dev/urandom | base64 > FILE)")
+        return path  # the same bounded run again: same releases, nothing new
+    entries.append({"seed_fingerprint": fingerprint, "run": identity["digest"], "streaming": bool(streaming),
+                    "input": identity["input"], "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+    _write(path, entries)
+    return path
