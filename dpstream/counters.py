@@ -31,10 +31,15 @@ class BinaryMechanism:
 
     ``scale`` may be a scalar or a length-K array (coordinates of different
     sensitivity, e.g. grid levels with different id widths, get their own σ).
+
+    ``segments`` — ``[(subkey, start, stop), ...]`` covering ``[0, K)`` in order —
+    draws each segment's node noise under its own key ``key + subkey``, so a
+    mechanism over one segment alone (a Beam key holding one (tree, level))
+    draws exactly the noise of that segment of the vectorised mechanism.
     """
 
     def __init__(self, size: int, horizon: int, noise: NoiseSource, key: tuple,
-                 mechanism: str, scale):
+                 mechanism: str, scale, segments=None):
         self.size = int(size)
         self.horizon = int(horizon)
         self.levels = int(np.floor(np.log2(self.horizon))) + 1
@@ -42,18 +47,29 @@ class BinaryMechanism:
         self.key = tuple(key)
         self.mechanism = mechanism
         self.scale = np.broadcast_to(np.asarray(scale, dtype=float), (self.size,)).copy()
+        if segments is None:
+            segments = [((), 0, self.size)]
+        segments = [(tuple(k), int(a), int(b)) for k, a, b in segments]
+        if [a for _, a, _ in segments] != [0] + [b for _, _, b in segments[:-1]] or segments[-1][2] != self.size:
+            raise ValueError("segments must cover [0, size) in order without gaps")
+        self.segments = segments
         self.t = 0
         self.exact = np.zeros(self.size, dtype=np.int64)  # exact prefix sum S_t
         self.noise_total = np.zeros(self.size, dtype=np.int64)  # Σ noise of the p-sums in t's expansion
 
     def node_noise(self, level: int, t: int) -> np.ndarray:
-        g = self.noise.generator(self.key + ("node", level, t >> level), self.size)
-        if self.mechanism == "gaussian":
-            return np.rint(g.normal(0.0, 1.0, self.size) * self.scale).astype(np.int64)
-        if self.mechanism == "discrete_laplace":
-            p = -np.expm1(-1.0 / self.scale)
-            return (g.geometric(p) - g.geometric(p)).astype(np.int64)
-        raise ValueError(f"unknown mechanism {self.mechanism!r}")
+        parts = []
+        for subkey, a, b in self.segments:
+            g = self.noise.generator(self.key + subkey + ("node", level, t >> level), b - a)
+            scale = self.scale[a:b]
+            if self.mechanism == "gaussian":
+                parts.append(np.rint(g.normal(0.0, 1.0, b - a) * scale).astype(np.int64))
+            elif self.mechanism == "discrete_laplace":
+                p = -np.expm1(-1.0 / scale)
+                parts.append((g.geometric(p) - g.geometric(p)).astype(np.int64))
+            else:
+                raise ValueError(f"unknown mechanism {self.mechanism!r}")
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def step(self, update) -> np.ndarray:
         """Feed tick t+1's update (int vector of length K, or None for ⊥); return the noisy prefix sums."""

@@ -187,7 +187,7 @@ def key_reuse(noise_keys: Counter):
     same values) when a node leaves the expansion: at most twice, and only those keys."""
     bad = {}
     for (key, size), n in noise_keys.items():
-        is_node = len(key) >= 3 and key[:2] == ("bicriteria", "all") and key[2] == "node"
+        is_node = len(key) == 6 and key[0] == "bicriteria" and key[3] == "node"  # (bic, q, lv, node, j, i)
         if n > (2 if is_node else 1):
             bad[(key, size)] = n
     return bad

@@ -542,7 +542,8 @@ def test_f10_check_catches_assignment_from_latest_f(monkeypatch):
 
     monkeypatch.setattr(engine_mod.Engine, "step", step)
     e = Engine(_cfg(horizon_ticks=32, ring_centers="bicriteria"), SEED)
-    with pytest.raises(AssertionError, match="rings not from"):
+    # caught either by the rings themselves or by the epoch's centers changing between adoptions
+    with pytest.raises(AssertionError, match="rings not from|shapes .* mismatch"):
         check_rings_from_adopted_centers(e, _stream(n_ticks=32))
 
 

@@ -40,7 +40,7 @@ PARAM_TYPES = {"TEXT", "GCS_READ_FILE", "GCS_WRITE_FOLDER", "GCS_WRITE_FILE", "P
 PARAM_KEYS = {"name", "label", "helpText", "isOptional", "regexes", "paramType"}
 EXPECTED_TYPES = {"input_subscription": "PUBSUB_SUBSCRIPTION", "input_topic": "PUBSUB_TOPIC",
                   "output_topic": "PUBSUB_TOPIC", "input": "GCS_READ_FILE", "seed_file": "GCS_READ_FILE",
-                  "output": "GCS_WRITE_FOLDER"}  # TEXT otherwise
+                  "output": "GCS_WRITE_FOLDER", "seed_registry": "GCS_WRITE_FILE"}  # TEXT otherwise
 # A valid example value of each option without a default: must pass its regexes and the parser's type.
 SAMPLES = {
     "input": "gs://bucket/points/*.jsonl",
@@ -54,6 +54,7 @@ SAMPLES = {
     "radius": "15.5",
     "center": "-0.5,1e-3",
     "seed_file": "gs://secrets/dpstream/seed",
+    "seed_registry": "gs://registry/dpstream/seed_registry.jsonl",
     "tick_size": "1000",
     "tick_seconds": "10",
     "t_start": "180000000",
@@ -173,8 +174,8 @@ def test_no_parameter_carries_a_seed_value():
     secretish = re.compile(r"seed|secret|key|random_state|entropy|password|token", re.I)
     for name, p in _params().items():
         assert name not in ("seed", "master_seed", "seed_value", "seed_hex", "random_state", "secret"), name
-        if secretish.search(name):
-            assert name.endswith("_file") and p["paramType"] == "GCS_READ_FILE", \
+        if secretish.search(name):  # seed_file, seed_registry: Cloud Storage paths only
+            assert p["paramType"].startswith("GCS_") and all(rx.startswith("^gs://") for rx in p["regexes"]), \
                 f"{name}: a secret is passed as a file path, never as a value"
         assert "defaultValue" not in p
     assert "seed" not in _dests()
