@@ -99,10 +99,10 @@ def _counter(result, name: str) -> int:
     return int(sum(c.committed if c.committed is not None else c.attempted for c in res))
 
 
-def _job_argv(ctx: dict, data_glob: str, out_dir: str, n: int) -> list:
+def _job_argv(ctx: dict, data_glob: str, out_dir: str, n: int, seed_file: str = None) -> list:
     return [f"--input={data_glob}", f"--output={out_dir}", f"--dim={ctx['d']}", f"--radius={ctx['radius']!r}",
             f"--k={ctx['k']}", f"--tick_size={ctx['tick_size']}",
-            f"--horizon_ticks={math.ceil(n / ctx['tick_size'])}", f"--seed_file={ctx['seed_file']}"]
+            f"--horizon_ticks={math.ceil(n / ctx['tick_size'])}", f"--seed_file={seed_file or ctx['seed_file']}"]
 
 
 # --------------------------------------------------------------------------- child stages
@@ -197,36 +197,43 @@ def stage_floor_ticks(ctx):
 
 
 def stage_floor_cluster(ctx):
-    """… → BatchIntoTicks → ClusterTicks (batch mode, as the job builds it) → Map(None): the job minus
-    WriteReleases (and minus the unused dead-letter sink)."""
+    """The job itself (``run([...])``) with its sinks (``pipelines.sinks.WriteJsonLines``) replaced by
+    ``Map(None)``: everything but WriteReleases / WriteDeadLetters, whatever stages the job has."""
     _quiet_beam()
     import apache_beam as beam
 
+    import pipelines.sinks as sinks
     from pipelines import dp_stream_cluster as jm
-    from pipelines.sources import ReadFileRecords
-    from transforms.cluster import ClusterTicks
-    from transforms.parse import ParsePoints
 
+    class _NoSink(beam.PTransform):
+        def __init__(self, *a, **kw):
+            super().__init__(kw.get("label"))
+
+        def expand(self, pcoll):
+            return pcoll | "Drop" >> beam.Map(lambda _: None)
+
+    # the job's top-level stages, from a graph built (not run) with the real sinks
     job, _ = jm.parse_args(_job_argv(ctx, ctx["data_glob"], ctx["work"] + "/unused_out", ctx["n"]))
-    with _Clock() as c:
-        p = beam.Pipeline(options=_options())
-        parsed = p | "ReadFiles" >> ReadFileRecords(ctx["data_glob"]) | "ParsePoints" >> ParsePoints(ctx["d"], "auto")
-        _ = (parsed.points | "BatchIntoTicks" >> jm._batch_into_ticks(job)
-             | "ClusterTicks" >> ClusterTicks(jm.engine_config(job), jm.tick_clock(job), ctx["seed_file"],
-                                              mode="batch", close_delay_seconds=0.0)
-             | "Drop" >> beam.Map(lambda _: None))
-        result = p.run()
-        result.wait_until_finish()
+    p = beam.Pipeline(options=_options())
+    jm.build(p, job, ctx["seed_file"])
+    labels = [t.full_label for t in p.transforms_stack[0].parts]
+
+    real = sinks.WriteJsonLines
+    sinks.WriteJsonLines = _NoSink
+    try:
+        argv, result, state, c = _run_job(ctx, ctx["data_glob"], ctx["n"], ctx["work"] + "/no_sink_out")
+    finally:
+        sinks.WriteJsonLines = real
     return {"wall": c.wall, "cpu": c.cpu, "cpu_children": c.cpu_children, "rss_mb": _peak_rss_mb(),
-            "rows": _counter(result, "points_processed")}
+            "state": state, "rows": _counter(result, "points_processed"), "job_stages": labels}
 
 
-def _run_job(ctx, data_glob, n, out_dir, profile_path=None):
+def _run_job(ctx, data_glob, n, out_dir, profile_path=None, seed_file=None):
     _quiet_beam()
     from pipelines import dp_stream_cluster as jm
 
     shutil.rmtree(out_dir, ignore_errors=True)
-    argv = _job_argv(ctx, data_glob, out_dir, n)
+    argv = _job_argv(ctx, data_glob, out_dir, n, seed_file)
     prof = None
     if profile_path:
         import cProfile
@@ -254,7 +261,9 @@ def stage_job(ctx):
 def stage_job_profile(ctx):
     out_dir = ctx["work"] + "/job_profile_out"
     path = ctx["work"] + "/job.prof"
-    argv, result, state, c = _run_job(ctx, ctx["profile_glob"], ctx["profile_n"], out_dir, profile_path=path)
+    # another input: its own seed (the job refuses a seed already used on other data)
+    argv, result, state, c = _run_job(ctx, ctx["profile_glob"], ctx["profile_n"], out_dir, profile_path=path,
+                                      seed_file=ctx["profile_seed_file"])
     return {"wall": c.wall, "cpu": c.cpu, "state": state, "argv": argv, "n": ctx["profile_n"],
             "summary": summarise_profile(path, c.cpu)}
 
@@ -430,24 +439,38 @@ _BUCKETS = (
     ("python3", "Python stdlib"),
 )
 
-_KEY_FUNCS = (
-    ("transforms/parse.py", "process", "ParsePointsFn.process (per record)"),
-    ("transforms/parse.py", "_parse_array", "_parse_array (per-row ParsedPoint loop)"),
-    ("transforms/ticks.py", "process", "_AssignTicksFn.process / _MergeTickFn.process"),
-    ("transforms/ticks.py", "_flush", "_AssignTicksFn._flush (vectorised)"),
-    ("transforms/ticks.py", "merge_partials", "merge_partials"),
-    ("transforms/ticks.py", "shard_of", "TickClock.shard_of (per point)"),
-    ("transforms/cluster.py", "process", "_ClusterTicksFn.process (bag add per tick)"),
-    ("transforms/cluster.py", "on_tick", "_ClusterTicksFn.on_tick (engine + state)"),
-    ("dpstream/engine.py", "__init__", "Engine.__init__ (privacy plan)"),
-    ("dpstream/engine.py", "step", "Engine.step"),
-    ("dpstream/bicriteria.py", "step", "  BicriteriaDPCenters.step"),
-    ("dpstream/merge_reduce.py", "step", "  EpochMergeReduce.step"),
-    ("dpstream/engine.py", "_release", "  Engine._release (coreset B + k-means)"),
-    ("dpstream/release.py", "to_dict", "Release.to_dict"),
-    ("json/encoder.py", "encode", "json.dumps (WriteReleases' ToJson)"),
-    ("pipelines/sources.py", "process", "_ReadFileFn.process"),
+_KEY_FUNCS = (  # (module, qualified name, label); resolved to (file, first line) so classes are told apart
+    ("pipelines.sources", "_ReadFileFn.process", "_ReadFileFn.process"),
+    ("transforms.parse", "ParsePointsFn.process", "ParsePointsFn.process (per record)"),
+    ("transforms.parse", "_parse_array", "↳ _parse_array (per-row ParsedPoint loop)"),
+    ("transforms.ticks", "_AssignTicksFn.process", "_AssignTicksFn.process (per point)"),
+    ("transforms.ticks", "_AssignTicksFn._flush", "↳ _AssignTicksFn._flush (vectorised)"),
+    ("transforms.ticks", "TickClock.shard_of", "↳ TickClock.shard_of (per point)"),
+    ("transforms.ticks", "_MergeTickFn.process", "_MergeTickFn.process (per tick)"),
+    ("transforms.ticks", "merge_partials", "merge_partials"),
+    ("transforms.cluster", "_ClusterTicksFn.process", "_ClusterTicksFn.process"),
+    ("transforms.cluster", "_ClusterTicksFn.on_tick", "_ClusterTicksFn.on_tick (engine + state)"),
+    ("dpstream.engine", "Engine.__init__", "↳ Engine.__init__ (privacy plan)"),
+    ("dpstream.engine", "Engine.step", "↳ Engine.step"),
+    ("dpstream.bicriteria", "BicriteriaDPCenters.step", "↳↳ BicriteriaDPCenters.step"),
+    ("dpstream.merge_reduce", "EpochMergeReduce.step", "↳↳ EpochMergeReduce.step"),
+    ("dpstream.engine", "Engine._release", "↳↳ Engine._release (coreset B + k-means)"),
+    ("dpstream.release", "Release.to_dict", "↳ Release.to_dict"),
+    ("json", "dumps", "json.dumps (WriteReleases' ToJson)"),
 )
+
+
+def _code_key(module: str, qualname: str):
+    import importlib
+    import inspect
+    try:
+        obj = importlib.import_module(module)
+        for part in qualname.split("."):
+            obj = getattr(obj, part)
+        code = inspect.unwrap(obj).__code__
+    except Exception:  # the code moved: skip the row
+        return None
+    return os.path.realpath(code.co_filename), code.co_firstlineno, code.co_name
 
 
 def summarise_profile(path: str, cpu: float) -> dict:
@@ -468,15 +491,18 @@ def summarise_profile(path: str, cpu: float) -> dict:
     for (fname, line, func), (cc, nc, tt, ct, _c) in top:
         short = fname if fname == "~" else "/".join(Path(fname).parts[-2:])
         top_rows.append({"func": f"{short}:{line}({func})", "calls": nc, "tottime": tt, "cumtime": ct})
+    by_key = {(os.path.realpath(f) if f != "~" else f, line, func): v for (f, line, func), v in st.stats.items()}
     keys = []
-    for pat, func, label in _KEY_FUNCS:
-        ct = nc = 0
-        for (fname, _line, f), (_cc, n_c, _tt, c_t, _callers) in st.stats.items():
-            if f == func and fname.replace("\\", "/").endswith(pat):
-                ct += c_t
-                nc += n_c
-        if nc:
+    for module, qualname, label in _KEY_FUNCS:
+        key = _code_key(module, qualname)
+        if key in by_key:
+            _cc, nc, _tt, ct, _callers = by_key[key]
             keys.append({"label": label, "calls": nc, "cumtime": ct})
+    known = {k for k in (_code_key(m, q) for m, q, _ in _KEY_FUNCS) if k}
+    for key, (_cc, nc, _tt, ct, _callers) in sorted(by_key.items(), key=lambda kv: -kv[1][3]):
+        if key in known or ct < 0.01 * total or "/transforms/" not in key[0].replace("\\", "/"):
+            continue  # other functions of our transforms (stages added since this list was written)
+        keys.append({"label": f"{Path(key[0]).stem}.{key[2]} (line {key[1]})", "calls": nc, "cumtime": ct})
     return {"total_tottime": total, "cpu": cpu,
             "buckets": sorted(buckets.items(), key=lambda kv: -kv[1]), "top": top_rows, "key": keys}
 
@@ -492,6 +518,9 @@ def run_stage(name: str, ctx: dict, timeout: float = 3600) -> dict:
     env = dict(os.environ)
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = os.path.join(ctx["work"], "pycache")  # never inside the repo or the venv
+    # the job records each --seed_file's fingerprint (pipelines.seed_registry, if present): the benchmark's
+    # throw-away seeds go to a registry in the work directory, not to the user's ~/.dpstream
+    env["DPSTREAM_SEED_REGISTRY"] = os.path.join(ctx["work"], "seed_registry.jsonl")
     proc = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--_stage", name, "--_ctx", ctx_path,
                            "--_result", res_path], cwd=str(REPO), capture_output=True, text=True, timeout=timeout,
                           env=env)
@@ -506,6 +535,19 @@ def run_stage(name: str, ctx: dict, timeout: float = 3600) -> dict:
     print(f"  [{name}] {timed}{rss}(imports {res['import_wall']:.1f} s, process {res['process_wall']:.1f} s)",
           flush=True)
     return res
+
+
+def code_version() -> str:
+    """The commit measured, and whether the measured packages had uncommitted changes."""
+    try:
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=str(REPO), capture_output=True,
+                              text=True, timeout=30).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "dpstream", "transforms", "pipelines"],
+                               cwd=str(REPO), capture_output=True, text=True, timeout=30).stdout.split("\n")
+        dirty = sorted(line[3:] for line in dirty if line.strip())
+    except (OSError, subprocess.SubprocessError):
+        return "unknown (no git)"
+    return f"commit {head}" + (f" + uncommitted changes in {', '.join(dirty)}" if dirty else " (clean)")
 
 
 def best(runs):
@@ -533,7 +575,7 @@ def build_report(args, ctx, res, command, gen_wall) -> str:
              f"{platform.python_implementation()} {platform.python_version()}, Apache Beam {apache_beam.__version__} "
              f"(`DirectRunner`; a bounded pipeline runs on the FnApiRunner in-process, one bundle at a time), "
              f"numpy {np.__version__}, BLAS/OpenMP threads = {os.environ.get('OMP_NUM_THREADS')}. "
-             f"Date: {time.strftime('%Y-%m-%d')}.\n")
+             f"Date: {time.strftime('%Y-%m-%d')}. Code measured: {ctx['code']} (the working tree).\n")
     L.append(f"Data: `gaussian_mixture(n={n:,}, d={d}, k={k}, std={STD}, box={BOX}, seed=0)` saved as one .npy file; "
              f"public radius Λ = (box + 5·std)·√d = {ctx['radius']:.4f}; `--tick_size {ctx['tick_size']}`, "
              f"`--horizon_ticks` = ⌈n / tick_size⌉ = {T}; ε = 1, δ = 1e-6 (the job's defaults); `--seed_file`: a "
@@ -555,10 +597,12 @@ def build_report(args, ctx, res, command, gen_wall) -> str:
     row("floor: read", "`ReadFileRecords` → count rows", fr)
     row("**floor: read + parse**", "`ReadFileRecords → ParsePoints → Map(None)`", fp)
     row("read … ticks", "… `→ BatchIntoTicks → Map(None)`", ft)
-    row("read … cluster", "… `→ ClusterTicks → Map(None)` (the job without its sinks)", fc)
+    row("job without sinks", "`run([...])` with `WriteJsonLines` replaced by `Map(None)`", fc)
     row("**job**", "`dp_stream_cluster.run([...])`: … `→ WriteReleases` (`releases.jsonl`)", job)
     row("engine alone", "`Engine(cfg, seed)` + `.step(x)` per tick, no Beam", eng)
     L.append("")
+    if fc.get("job_stages"):
+        L.append(f"The job's top-level stages: {' → '.join(f'`{x}`' for x in fc['job_stages'])}.\n")
     L.append(f"Rows seen: read {fr['rows']:,}, parsed {fp['rows']:,}, ticked {ft['rows']:,}, clustered "
              f"{fc['rows']:,}; the job's `points_processed` {job['rows']:,} in {job['ticks_released']:,} releases; "
              f"engine {eng['rows']:,}. CPU in sub-processes during the job: {job['cpu_children']:.2f} s (everything "
@@ -598,6 +642,10 @@ def build_report(args, ctx, res, command, gen_wall) -> str:
 
     # breakdown
     mp, ma, mm, mb = micro["parse"], micro["assign_ticks"], micro["merge"], micro["bag_pickle"]
+    job_stages = fc.get("job_stages") or []
+    mid = [x for x in job_stages if x not in ("ReadFiles", "ParsePoints", "BatchIntoTicks")
+           and not x.startswith("Write")]
+    mid_stages = ", ".join(f"`{x}`" for x in mid) or "`ClusterTicks`"
     stages = [
         ("runner start-up (the empty pipeline)", empty, None, None),
         (f"read: `ReadFileRecords` ({math.ceil(n / 8192)} records of ≤ 8192 rows)", fr, empty, None),
@@ -606,11 +654,12 @@ def build_report(args, ctx, res, command, gen_wall) -> str:
         ("ticks: `BatchIntoTicks` (per-point `_AssignTicksFn.process`, GroupByKey, merge)", ft, fp,
          (ma["cpu"] + mm["cpu"], f"`_AssignTicksFn` {ma['cpu']:.1f} s ({ma['cpu'] / n * 1e6:.1f} µs/point), "
                                  f"`merge_partials` {mm['cpu']:.2f} s")),
-        ("cluster: `ClusterTicks` (bag state, one timer firing, engine, `to_dict`)", fc, ft,
+        (f"cluster: the job's stages between `BatchIntoTicks` and the sinks ({mid_stages})", fc, ft,
          (eng["cpu"] + eng["to_dict_wall"] + mb["cpu"] + eng["pickle_wall"] + eng["unpickle_wall"],
           f"engine {eng['cpu']:.1f} s + `to_dict` {eng['to_dict_wall']:.1f} s + bag pickle in/out "
           f"{mb['cpu']:.1f} s + engine state {eng['pickle_wall'] + eng['unpickle_wall']:.2f} s")),
-        (f"write: `WriteReleases` (`json.dumps`, `WriteToText` of {eng['json_bytes'] / MB:.0f} MB)", job, fc,
+        (f"write: the sinks (`WriteReleases`: `json.dumps`, `WriteToText` of {eng['json_bytes'] / MB:.0f} MB; "
+         f"`WriteDeadLetters`: an empty `WriteToText`)", job, fc,
          (eng["json_wall"], f"`json.dumps` {eng['json_wall']:.1f} s")),
     ]
     L.append("## Where the job's time goes\n")
@@ -762,13 +811,15 @@ def main(argv=None):
             np.save(f"{work}/prof/points.npy", X[:profile_n])
         del X
         gen_wall = time.perf_counter() - t0
-        seed_file = f"{work}/seed"
-        fd = os.open(seed_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as fh:
-            fh.write(os.urandom(32).hex())
+        seed_file, profile_seed_file = f"{work}/seed", f"{work}/seed_profile"
+        for path in (seed_file, profile_seed_file):
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(os.urandom(32).hex())
         ctx = {"n": n, "d": d, "k": k, "tick_size": args.tick_size, "radius": (BOX + 5 * STD) * math.sqrt(d),
                "work": work, "data_file": f"{work}/data/points.npy", "data_glob": f"{work}/data/*.npy",
-               "profile_glob": f"{work}/prof/*.npy", "profile_n": profile_n, "seed_file": seed_file}
+               "profile_glob": f"{work}/prof/*.npy", "profile_n": profile_n, "seed_file": seed_file,
+               "profile_seed_file": profile_seed_file, "code": code_version()}
         print(f"data: n={n:,} d={d} k={k} in {gen_wall:.1f} s; work dir {work}", flush=True)
 
         res = {}

@@ -9,7 +9,7 @@ The same computation comes in two shapes, with identical outputs for the same
 seed: :class:`BicriteriaDPCenters` (the engine: every (tree, level) in one
 vectorised counter) and, for the Beam job, one :class:`BicriteriaLevel` per
 (tree, level) key plus a :class:`CenterSet` (the CenterRegistry's state) that
-absorbs their per-tick :class:`LevelReport`\ s.  A record touches exactly one bucket per
+absorbs their per-tick :class:`LevelReport` objects.  A record touches exactly one bucket per
 (tree, level, repetition): Q·(L+1)·R counter instances (Lemma 5; review
 finding 9 — the count and bit counters are one merged vector counter).
 

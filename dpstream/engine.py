@@ -54,13 +54,40 @@ def clip_to_ball(x: np.ndarray, center: np.ndarray, radius: float):
     return y + center, int(over.sum())
 
 
+class ExternalCenters:
+    """F as the Beam job's CenterRegistry broadcasts it (``Engine(..., bicriteria="external")``):
+    the engine then receives each tick's new centers and count estimate with the tick's points
+    instead of running :class:`BicriteriaDPCenters` itself."""
+
+    def __init__(self, cfg: EngineConfig):
+        self.cfg = cfg
+        self.F = [cfg.center_vec.copy()]
+
+    @property
+    def centers(self) -> np.ndarray:
+        return np.asarray(self.F)
+
+    def state_floats(self) -> int:
+        return len(self.F) * self.cfg.dim
+
+
 class Engine:
-    def __init__(self, cfg: EngineConfig, seed: bytes, trace: bool = False):
+    BICRITERIA = ("internal", "external")
+
+    def __init__(self, cfg: EngineConfig, seed: bytes, trace: bool = False, bicriteria: str = "internal"):
+        if bicriteria not in self.BICRITERIA:
+            raise ValueError(f"bicriteria must be one of {self.BICRITERIA}, got {bicriteria!r}")
         self.cfg = cfg
         self.noise = NoiseSource(seed, trace=trace)
         self.plan = PrivacyPlan.build(cfg, seed_hash=self.noise.seed_hash)
         self.A = make_semicoreset(cfg, self.plan, self.noise)
-        self.bic = BicriteriaDPCenters(cfg, self.plan, self.noise) if cfg.bicriteria else None
+        self.external_bicriteria = bicriteria == "external" and cfg.bicriteria
+        if not cfg.bicriteria:
+            self.bic = None
+        elif self.external_bicriteria:
+            self.bic = ExternalCenters(cfg)
+        else:
+            self.bic = BicriteriaDPCenters(cfg, self.plan, self.noise)
         self.center = cfg.center_vec
         self.t = 0
         self.epoch = 0
@@ -96,8 +123,13 @@ class Engine:
             return True
         return t >= max(1, 2 * self.epoch_start)
 
-    def step(self, points) -> Release:
+    def step(self, points, bicriteria_update=None) -> Release:
+        """Advance one tick. ``bicriteria_update`` = (new centers, count estimate) of this tick
+        from the CenterRegistry, with ``bicriteria="external"`` only."""
         cfg = self.cfg
+        if (bicriteria_update is not None) != self.external_bicriteria:
+            raise ValueError("bicriteria_update is given exactly when the engine was built with "
+                             "bicriteria='external'")
         if self.t >= cfg.horizon_ticks:
             raise HorizonExceeded(f"the run's horizon is T={cfg.horizon_ticks} ticks; tick {self.t + 1} "
                                   f"would exceed it (start a new run with a fresh budget for later ticks)")
@@ -112,7 +144,13 @@ class Engine:
         t = self.t + 1
         ring, f = assign_parts(x, self.mr.centers, cfg.ring_base, cfg.n_rings)
         self.last_ring = ring
-        if self.bic is not None:
+        if self.external_bicriteria:
+            new, count_est = bicriteria_update
+            new = np.asarray(new, dtype=float).reshape(-1, cfg.dim)
+            if len(new):
+                self.bic.F.extend(new)
+            count_est = float(count_est)
+        elif self.bic is not None:
             _, count_est = self.bic.step(x - self.center)
         else:
             count_est = None

@@ -7,7 +7,8 @@
     Read (files | Pub/Sub | built-in stream)
     → DedupByMessageId (Pub/Sub)  → ParsePoints ──dead letters──→ WriteDeadLetters
     → BatchIntoTicks (public clock: slot // tick_size, or ts // tick_seconds)
-    → ClusterTicks (Alg. 1 in Beam state; one release per tick 1..T)
+    → BicriteriaCenters (one key per (tree, level)) → CenterRegistry (F, count estimate)
+    → ClusterTicks (rings, DP-Merge-Reduce, release; one release per tick 1..T)
     → WriteReleases (JSON lines | Pub/Sub topic, attributes tick and epoch)
 
 Our options are split from Beam's (``run(argv)``); every error in them exits
@@ -329,8 +330,10 @@ def build(p, job: Job, seed_path: str, source=None):
 
     from pipelines.sinks import WriteJsonLines, release_message
     from pipelines.sources import BuiltinStream, ReadFileRecords, ReadPubSubRecords
+    from transforms.bicriteria import BicriteriaCenters, CenterRegistry
     from transforms.cluster import ClusterTicks
     from transforms.parse import ParsePoints
+    from transforms.tick_timer import TickSchedule
     from transforms.ticks import DedupByMessageId
 
     cfg = engine_config(job)
@@ -348,9 +351,13 @@ def build(p, job: Job, seed_path: str, source=None):
     fmt = job.fmt
     parsed = records | "ParsePoints" >> ParsePoints(job.dim, fmt)
     ticks = parsed.points | "BatchIntoTicks" >> _batch_into_ticks(job)
-    releases = ticks | "ClusterTicks" >> ClusterTicks(
-        cfg, clock, seed_path, mode="streaming" if job.streaming else "batch",
-        close_delay_seconds=close_delay_seconds(job))
+    mode = "streaming" if job.streaming else "batch"
+    delay = close_delay_seconds(job)
+    schedule = TickSchedule(clock, cfg.horizon_ticks, mode, delay)
+    reports = ticks | "BicriteriaCenters" >> BicriteriaCenters(cfg, schedule, seed_path)
+    updates = reports | "CenterRegistry" >> CenterRegistry(cfg, seed_path)
+    releases = (ticks, updates) | "ClusterTicks" >> ClusterTicks(
+        cfg, clock, seed_path, mode=mode, close_delay_seconds=delay, bicriteria="external")
     if job.output_topic:
         releases | "WriteReleases" >> WriteJsonLines(job.output_topic, job.streaming, attributes=release_message)
     else:

@@ -12,7 +12,7 @@ How it meets DESIGN's tick contract (``reference/beam-and-pubsub-notes.md``):
   releases every tick in ``[1, T]``. Timers are set at ``tick_end(k) +
   close_delay − 1 ms`` (public); the number of releases and their timestamps
   depend only on public parameters.
-* **Two modes, same releases.** ``mode="batch"`` arms one timer for the
+* **Two modes, same releases** (:mod:`transforms.tick_timer`). ``mode="batch"`` arms one timer for the
   horizon's last tick and processes every buffered tick in that single firing
   (Beam's state cache sizes every write: one firing instead of T is the
   difference the notes measured). ``mode="streaming"`` loops one timer per
@@ -35,10 +35,15 @@ How it meets DESIGN's tick contract (``reference/beam-and-pubsub-notes.md``):
   ``setup`` from a file (any Beam filesystem path: local, ``gs://``) and
   re-attaches it after every state read. The seed never travels in the job graph.
 
-Parallelism: the engine runs under one key, so this stage is one core wide
-(the engine runs ≈129k points per CPU second). The sharded decomposition of
-DESIGN §4 (BicriteriaCenters by (tree, level), AssignRings by shard,
-RingMergeReduce by (epoch, ring)) is not built yet; see docs/beam-job-plan.md.
+Two shapes. ``bicriteria="internal"``: the whole engine under one key.
+``bicriteria="external"`` (what the job uses): Alg. 2 runs in the parallel
+:class:`~transforms.bicriteria.BicriteriaCenters` keys (one per (tree, level)) and the
+:class:`~transforms.bicriteria.CenterRegistry`; this stage holds the rest of Alg. 1
+(rings, DP-Merge-Reduce, epochs, release, clustering) and processes tick k once its
+timer has closed k *and* the registry's update for k is in state (data gating: the
+runner's watermark plays no part, so a late update only delays the release). The
+ring/merge-reduce part stays under one key because ring centers come from the previous
+release (a loop; docs/beam-job-plan.md).
 
 Operator metrics (namespace ``dpstream``): ``ticks_released``,
 ``points_processed``, ``after_close``, ``obsolete_timer_firings``. Exact counts:
@@ -58,17 +63,16 @@ from apache_beam.io.filesystems import FileSystems
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import userstate
 from apache_beam.transforms.timeutil import TimeDomain
-from apache_beam.transforms.window import GlobalWindows
-from apache_beam.utils.timestamp import Timestamp
+from apache_beam.transforms.window import GlobalWindows, TimestampedValue
 
 from dpstream.engine import Engine
 from dpstream.params import EngineConfig
 from transforms.parse import NAMESPACE
+from transforms.tick_timer import MODES, TickSchedule
 from transforms.ticks import TickClock, _Partial, merge_partials
 
 _log = logging.getLogger("dpstream")
 ENGINE_KEY = "dpstream-engine"
-MODES = ("batch", "streaming")
 _START = ("start",)
 
 
@@ -95,15 +99,15 @@ class _ClusterTicksFn(beam.DoFn):
     META = userstate.ReadModifyWriteStateSpec("dpstream_engine_meta", PickleCoder())
     ENGINE = userstate.ReadModifyWriteStateSpec("dpstream_engine_state", PickleCoder())
     BUFFER = userstate.BagStateSpec("dpstream_engine_buffer", PickleCoder())
+    BIC = userstate.BagStateSpec("dpstream_engine_bicriteria", PickleCoder())
     TICK = userstate.TimerSpec("dpstream_engine_tick", TimeDomain.WATERMARK)
 
-    def __init__(self, cfg: EngineConfig, clock: TickClock, seed_path: str, mode: str,
-                 close_delay_seconds: float, label_prefix: str = ""):
+    def __init__(self, cfg: EngineConfig, schedule: TickSchedule, seed_path: str, external: bool,
+                 label_prefix: str = ""):
         self.cfg = cfg
-        self.clock = clock
+        self.schedule = schedule
         self.seed_path = seed_path
-        self.mode = mode
-        self.close_delay_us = int(round(close_delay_seconds * 1_000_000))
+        self.external = external
         self.label_prefix = label_prefix
 
     def setup(self):
@@ -112,47 +116,57 @@ class _ClusterTicksFn(beam.DoFn):
         self._c_released, self._c_points = c("ticks_released"), c("points_processed")
         self._c_closed, self._c_obsolete = c("after_close"), c("obsolete_timer_firings")
 
-    def _timer_time(self, tick: int) -> Timestamp:
-        # the FnApiRunner truncates timers to milliseconds: fire 1 ms before the tick's end
-        end_us = (self.clock.t_start + int(tick)) * self.clock.tick_us + self.close_delay_us
-        return Timestamp(micros=end_us - 1000)
-
-    def _first_armed(self) -> int:
-        return self.cfg.horizon_ticks if self.mode == "batch" else 1
-
-    def process(self, element, meta=beam.DoFn.StateParam(META), buf=beam.DoFn.StateParam(BUFFER),
+    def process(self, element, meta=beam.DoFn.StateParam(META), engine_state=beam.DoFn.StateParam(ENGINE),
+                buf=beam.DoFn.StateParam(BUFFER), bic=beam.DoFn.StateParam(BIC),
                 timer=beam.DoFn.TimerParam(TICK)):
         _, item = element
         m = meta.read()
         if m is None:  # the first element (the start marker or data): arm the first tick
-            m = {"done": 0, "armed": self._first_armed()}
+            m = {"done": 0, "fired": 0, "armed": self.schedule.first_armed()}
             meta.write(m)
-            timer.set(self._timer_time(m["armed"]))
-        if item[0] != "tick":
-            return
-        tick, part = item[1], item[2]
-        if tick <= m["done"]:
-            n = int(part.points.shape[0])
-            self._c_closed.inc(n)
-            _log.warning("dpstream: %d point(s) of tick %d arrived after the tick was released; dropped "
-                         "(raise --allowed_lateness_seconds if this recurs)", n, tick)
-            return
-        buf.add((tick, part))
+            timer.set(self.schedule.close_time(m["armed"]))
+        if item[0] == "tick":
+            tick, part = item[1], item[2]
+            if tick <= m["fired"]:  # its tick is closed: frozen, never reopened
+                n = int(part.points.shape[0])
+                self._c_closed.inc(n)
+                _log.warning("dpstream: %d point(s) of tick %d arrived after the tick closed; dropped "
+                             "(raise --allowed_lateness_seconds if this recurs)", n, tick)
+                return
+            buf.add((tick, part))
+        elif item[0] == "bic":  # the CenterRegistry's updates: data gating, no watermark
+            for upd in item[1]:
+                bic.add(upd)
+            yield from self._advance(m, meta, engine_state, buf, bic)
 
     @userstate.on_timer(TICK)
     def on_tick(self, ts=beam.DoFn.TimestampParam, meta=beam.DoFn.StateParam(META),
                 engine_state=beam.DoFn.StateParam(ENGINE), buf=beam.DoFn.StateParam(BUFFER),
-                timer=beam.DoFn.TimerParam(TICK)):
+                bic=beam.DoFn.StateParam(BIC), timer=beam.DoFn.TimerParam(TICK)):
         m = meta.read()
         if m is None or m["armed"] is None:
             self._c_obsolete.inc()
             return
-        want = self._timer_time(m["armed"])
+        want = self.schedule.close_time(m["armed"])
         if ts != want:  # an obsolete firing of a timer that was re-set: restore it, do nothing
             self._c_obsolete.inc()
             timer.set(want)
             return
-        upto = m["armed"]
+        m = dict(m, fired=m["armed"], armed=self.schedule.next_armed(m["armed"]))
+        meta.write(m)
+        if m["armed"] is not None:
+            timer.set(self.schedule.close_time(m["armed"]))
+        yield from self._advance(m, meta, engine_state, buf, bic)
+
+    def _advance(self, m, meta, engine_state, buf, bic):
+        """Process every tick that is closed (its timer fired) and, with an external
+        bicriteria, whose registry update is in: in order, each exactly once."""
+        updates = {u[0]: u for u in bic.read()} if self.external else {}
+        upto = m["done"]
+        while upto < m["fired"] and (not self.external or (upto + 1) in updates):
+            upto += 1
+        if upto <= m["done"]:
+            return
         pending = defaultdict(list)
         later = []
         for tick, part in buf.read():
@@ -163,56 +177,77 @@ class _ClusterTicksFn(beam.DoFn):
         buf.clear()
         for item in later:
             buf.add(item)
+        if self.external:
+            bic.clear()
+            for t, u in updates.items():
+                if t > upto:
+                    bic.add(u)
 
         engine = engine_state.read()
         if engine is None:
-            engine = Engine(self.cfg, self._seed)
+            engine = Engine(self.cfg, self._seed, bicriteria="external" if self.external else "internal")
         else:
             engine.attach_seed(self._seed)
         dim = self.cfg.dim
         for tick in range(m["done"] + 1, upto + 1):
             parts = pending.get(tick)
             x = merge_partials(parts).points if parts else np.zeros((0, dim))
-            release = engine.step(x)
+            upd = (updates[tick][1], updates[tick][2]) if self.external else None
+            release = engine.step(x, upd)
             self._c_points.inc(int(x.shape[0]))
             self._c_released.inc()
-            yield release.to_dict()
+            yield TimestampedValue(release.to_dict(), self.schedule.close_time(tick))
         engine_state.write(engine)
-        nxt = upto + 1 if upto < self.cfg.horizon_ticks else None
-        meta.write({"done": upto, "armed": nxt})
-        if nxt is not None:
-            timer.set(self._timer_time(nxt))
+        meta.write(dict(m, done=upto))
 
 
 class ClusterTicks(beam.PTransform):
     """``((shard, tick), points | _Partial)`` → one release dict per tick 1..T.
 
     ``ClusterTicks(cfg, clock, seed_path, mode="batch"|"streaming",
-    close_delay_seconds=0.0)``; see the module docstring. Each release dict is
-    :meth:`dpstream.release.Release.to_dict` (fields :data:`dpstream.release.RELEASE_FIELDS`).
+    close_delay_seconds=0.0, bicriteria="internal"|"external")``; see the module
+    docstring. With ``bicriteria="external"`` apply it to a pair ``(points,
+    registry_updates)``, the second the output of
+    :class:`~transforms.bicriteria.CenterRegistry`. Each release dict is
+    :meth:`dpstream.release.Release.to_dict` (fields :data:`dpstream.release.RELEASE_FIELDS`),
+    timestamped at its tick's public close time.
     """
 
     def __init__(self, cfg: EngineConfig, clock: TickClock, seed_path: str, mode: str = "batch",
-                 close_delay_seconds: float = 0.0, label_prefix: str = "", label: Optional[str] = None):
+                 close_delay_seconds: float = 0.0, bicriteria: str = "internal", label_prefix: str = "",
+                 label: Optional[str] = None):
         super().__init__(label)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
+        if bicriteria not in ("internal", "external"):
+            raise ValueError(f"bicriteria must be 'internal' or 'external', got {bicriteria!r}")
         if clock.horizon_ticks != cfg.horizon_ticks:
             raise ValueError(f"the clock's horizon ({clock.horizon_ticks}) and the engine's "
                              f"({cfg.horizon_ticks}) must be the same public T")
         if not (close_delay_seconds >= 0 and np.isfinite(close_delay_seconds)):
             raise ValueError(f"close_delay_seconds must be finite and >= 0, got {close_delay_seconds!r}")
-        self._fn = _ClusterTicksFn(cfg, clock, seed_path, mode, float(close_delay_seconds), label_prefix)
+        self.schedule = TickSchedule(clock, cfg.horizon_ticks, mode, float(close_delay_seconds))
+        self.external = bicriteria == "external" and cfg.bicriteria
+        self._fn = _ClusterTicksFn(cfg, self.schedule, seed_path, self.external, label_prefix)
         self.dim = cfg.dim
 
-    def expand(self, pcoll):
+    def expand(self, pcolls):
+        if self.external:
+            points, updates = pcolls
+        else:
+            points, updates = pcolls, None
         dim = self.dim
-        # one plain global window for both inputs (upstream may have a processing-time trigger)
-        data = (pcoll | "KeyByEngine" >> beam.Map(
+        # one plain global window for every input (upstream may have a processing-time trigger)
+        data = (points | "KeyByEngine" >> beam.Map(
             lambda kv: (ENGINE_KEY, ("tick", int(kv[0][1]), _as_partial(kv[1], dim))))
             .with_output_types(Tuple[str, Any])
             | "DataWindow" >> beam.WindowInto(GlobalWindows()))
-        start = (pcoll.pipeline | "StartClock" >> beam.Create([(ENGINE_KEY, _START)])
+        start = (points.pipeline | "StartClock" >> beam.Create([(ENGINE_KEY, _START)])
                  .with_output_types(Tuple[str, Any]))
-        return ((data, start) | "WithStart" >> beam.Flatten()
+        inputs = [data, start]
+        if updates is not None:
+            inputs.append(updates | "KeyUpdates" >> beam.Map(lambda ups: (ENGINE_KEY, ("bic", ups)))
+                          .with_output_types(Tuple[str, Any])
+                          | "UpdateWindow" >> beam.WindowInto(GlobalWindows()))
+        return (tuple(inputs) | "WithStart" >> beam.Flatten()
                 | "RunEngine" >> beam.ParDo(self._fn).with_input_types(Tuple[str, Any]))

@@ -355,3 +355,21 @@ def test_a_seed_used_on_other_data_is_refused(tmp_path, seed_file, capsys):
     check_and_record("fp-stream", ident, True)
     with pytest.raises(SeedReused):
         check_and_record("fp-stream", ident, True)
+
+
+def test_cluster_ticks_with_the_whole_engine_in_one_key_equals_the_engine(tmp_path, seed_file):
+    """ClusterTicks(bicriteria="internal"): the engine's own bicriteria under the engine key."""
+    from transforms.cluster import ClusterTicks
+    rng = np.random.default_rng(9)
+    X = _blobs(900, rng)
+    job, _ = job_mod.parse_args([f"--output={tmp_path}", "--builtin_n=900", "--tick_size=100", "--k=3",
+                                 f"--seed_file={seed_file}", "--horizon_ticks=11"])
+    cfg, clock = job_mod.engine_config(job), job_mod.tick_clock(job)
+    ticks = [((0, t + 1), X[t * 100:(t + 1) * 100]) for t in range(9) if t != 4]  # tick 5 has no batch
+    out = str(tmp_path / "rel.jsonl")
+    with beam.Pipeline(options=PipelineOptions(["--runner=DirectRunner"])) as p:
+        (p | beam.Create(ticks) | ClusterTicks(cfg, clock, seed_file)
+         | beam.Map(json.dumps) | beam.io.WriteToText(out, shard_name_template="", num_shards=1))
+    got = sorted(_read_jsonl(out), key=lambda r: r["tick"])
+    want = _engine_releases(job, seed_file, {t: X[(t - 1) * 100:t * 100] for t in range(1, 10) if t != 5})
+    assert got == want and len(got) == 11

@@ -1,0 +1,193 @@
+"""``BicriteriaCenters`` and ``CenterRegistry``: Alg. 2 as keyed Beam stages.
+
+* ``BicriteriaCenters`` — one key per (tree, level), each holding a
+  :class:`dpstream.bicriteria.BicriteriaLevel` (its R DPFindCenters and its own binary
+  mechanism) in Beam state. Every point of a tick goes to every (tree, level) key;
+  each key steps once per tick 1..T, empty ticks included (⊥ updates), on the shared
+  tick timer (:mod:`transforms.tick_timer`), and reports per tick the cells that
+  passed pruning and its noisy bucket totals.
+* ``CenterRegistry`` — one key holding a :class:`dpstream.bicriteria.CenterSet` (F and
+  the DP count estimate). It absorbs tick k once all Q·(L+1) reports of tick k are in
+  (data gating: no watermark involved) and broadcasts ``(tick, new centers, count
+  estimate)`` for every tick, in order.
+
+The engine computes the same thing vectorised (:class:`dpstream.bicriteria.BicriteriaDPCenters`);
+for the same seed the outputs are identical (tests/test_bicriteria_split.py and the job's
+equivalence test). Points are clipped to the public ball here exactly as the engine
+clips them.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Optional, Tuple
+
+import numpy as np
+
+import apache_beam as beam
+from apache_beam.coders import PickleCoder
+from apache_beam.metrics import Metrics
+from apache_beam.transforms import userstate
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.window import GlobalWindows
+
+from dpstream.bicriteria import BicriteriaLevel, CenterSet
+from dpstream.engine import clip_to_ball
+from dpstream.grids import ShiftedGrids
+from dpstream.noise import NoiseSource
+from dpstream.params import EngineConfig
+from dpstream.privacy import PrivacyPlan
+from transforms.parse import NAMESPACE
+from transforms.tick_timer import TickSchedule
+
+REGISTRY_KEY = "dpstream-center-registry"
+_START = ("start",)
+
+
+def level_keys(cfg: EngineConfig):
+    return [(q, lv) for q in range(cfg.n_trees) for lv in range(cfg.grid_levels)]
+
+
+def _points(part) -> np.ndarray:
+    return part.points if hasattr(part, "points") else np.asarray(part, dtype=np.float64)
+
+
+class _FanOutToLevelsFn(beam.DoFn):
+    def __init__(self, keys):
+        self.keys = keys
+
+    def process(self, element):
+        (_, tick), part = element
+        pts = _points(part)
+        for key in self.keys:
+            yield key, ("tick", int(tick), pts)
+
+
+class _BicriteriaLevelFn(beam.DoFn):
+    META = userstate.ReadModifyWriteStateSpec("dpstream_bic_meta", PickleCoder())
+    LEVEL = userstate.ReadModifyWriteStateSpec("dpstream_bic_level", PickleCoder())
+    BUFFER = userstate.BagStateSpec("dpstream_bic_buffer", PickleCoder())
+    TICK = userstate.TimerSpec("dpstream_bic_tick", TimeDomain.WATERMARK)
+
+    def __init__(self, cfg: EngineConfig, schedule: TickSchedule, seed_path: str):
+        self.cfg, self.schedule, self.seed_path = cfg, schedule, seed_path
+
+    def setup(self):
+        from transforms.cluster import load_seed
+        self._seed = load_seed(self.seed_path)
+        self._c_obsolete = Metrics.counter(NAMESPACE, "obsolete_timer_firings")
+        self._c_closed = Metrics.counter(NAMESPACE, "bicriteria_after_close")
+
+    def process(self, element, meta=beam.DoFn.StateParam(META), buf=beam.DoFn.StateParam(BUFFER),
+                timer=beam.DoFn.TimerParam(TICK)):
+        _, item = element
+        m = meta.read()
+        if m is None:
+            m = {"done": 0, "armed": self.schedule.first_armed()}
+            meta.write(m)
+            timer.set(self.schedule.close_time(m["armed"]))
+        if item[0] != "tick":
+            return
+        if item[1] <= m["done"]:
+            self._c_closed.inc(int(item[2].shape[0]))
+            return
+        buf.add((item[1], item[2]))
+
+    @userstate.on_timer(TICK)
+    def on_tick(self, ts=beam.DoFn.TimestampParam, key=beam.DoFn.KeyParam, meta=beam.DoFn.StateParam(META),
+                level_state=beam.DoFn.StateParam(LEVEL), buf=beam.DoFn.StateParam(BUFFER),
+                timer=beam.DoFn.TimerParam(TICK)):
+        m = meta.read()
+        if m is None or m["armed"] is None:
+            self._c_obsolete.inc()
+            return
+        if ts != self.schedule.close_time(m["armed"]):
+            self._c_obsolete.inc()
+            timer.set(self.schedule.close_time(m["armed"]))
+            return
+        upto = m["armed"]
+        pending, later = defaultdict(list), []
+        for tick, pts in buf.read():
+            (pending[tick].append(pts) if tick <= upto else later.append((tick, pts)))
+        buf.clear()
+        for item in later:
+            buf.add(item)
+        level = level_state.read()
+        if level is None:
+            noise = NoiseSource(self._seed)
+            level = BicriteriaLevel(self.cfg, PrivacyPlan.build(self.cfg, seed_hash=noise.seed_hash),
+                                    noise, key[0], key[1])
+        # the level's noise source is reattached: BicriteriaLevel draws node noise every tick
+        level.counter.noise.attach_seed(self._seed)
+        cfg, center = self.cfg, self.cfg.center_vec
+        reports = []
+        for tick in range(m["done"] + 1, upto + 1):
+            parts = pending.get(tick)
+            x = np.concatenate(parts) if parts else np.zeros((0, cfg.dim))
+            x, _ = clip_to_ball(x.copy(), center, cfg.radius)
+            reports.append((tick, level.step(x - center)))
+        level_state.write(level)
+        nxt = self.schedule.next_armed(upto)
+        meta.write({"done": upto, "armed": nxt})
+        if nxt is not None:
+            timer.set(self.schedule.close_time(nxt))
+        yield REGISTRY_KEY, (key, reports)
+
+
+class BicriteriaCenters(beam.PTransform):
+    """``((shard, tick), points)`` → ``(REGISTRY_KEY, ((q, level), [(tick, LevelReport), …]))``,
+    every tick 1..T reported by every (tree, level) key (module docstring)."""
+
+    def __init__(self, cfg: EngineConfig, schedule: TickSchedule, seed_path: str, label: Optional[str] = None):
+        super().__init__(label)
+        self.cfg, self.schedule, self.seed_path = cfg, schedule, seed_path
+
+    def expand(self, pcoll):
+        keys = level_keys(self.cfg)
+        data = (pcoll | "FanOutToLevels" >> beam.ParDo(_FanOutToLevelsFn(keys)).with_output_types(Tuple[Any, Any])
+                | "LevelWindow" >> beam.WindowInto(GlobalWindows()))
+        start = (pcoll.pipeline | "StartLevels" >> beam.Create([(k, _START) for k in keys])
+                 .with_output_types(Tuple[Any, Any]))
+        return ((data, start) | "WithStart" >> beam.Flatten()
+                | "Levels" >> beam.ParDo(_BicriteriaLevelFn(self.cfg, self.schedule, self.seed_path)))
+
+
+class _CenterRegistryFn(beam.DoFn):
+    STATE = userstate.ReadModifyWriteStateSpec("dpstream_registry_state", PickleCoder())
+
+    def __init__(self, cfg: EngineConfig, seed_path: str):
+        self.cfg, self.seed_path = cfg, seed_path
+        self.n_levels = len(level_keys(cfg))
+
+    def setup(self):
+        from transforms.cluster import load_seed
+        self._seed = load_seed(self.seed_path)
+
+    def process(self, element, state=beam.DoFn.StateParam(STATE)):
+        _, (level_key, reports) = element
+        st = state.read()
+        if st is None:
+            grids = ShiftedGrids(self.cfg, NoiseSource(self._seed))
+            st = {"set": CenterSet(self.cfg, grids), "done": 0, "pending": {}}
+        for tick, rep in reports:
+            if tick > st["done"]:
+                st["pending"].setdefault(tick, {})[tuple(level_key)] = rep
+        out = []
+        while len(st["pending"].get(st["done"] + 1, ())) == self.n_levels:
+            tick = st["done"] + 1
+            new, count = st["set"].absorb(list(st["pending"].pop(tick).values()))
+            out.append((tick, new, count))
+            st["done"] = tick
+        state.write(st)
+        if out:
+            yield out
+
+
+class CenterRegistry(beam.PTransform):
+    """Level reports → lists of ``(tick, new centers, count estimate)``, every tick in order."""
+
+    def __init__(self, cfg: EngineConfig, seed_path: str, label: Optional[str] = None):
+        super().__init__(label)
+        self._fn = _CenterRegistryFn(cfg, seed_path)
+
+    def expand(self, pcoll):
+        return pcoll | "Registry" >> beam.ParDo(self._fn).with_input_types(Tuple[str, Any])
