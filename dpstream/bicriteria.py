@@ -94,9 +94,17 @@ class BicriteriaLevel:
                                        plan.bic_mechanism, plan.bic_scale[lv], segments=[((q, lv), 0, size)])
         self.tau_min = _tau_min(cfg, plan, lv)
 
-    def step(self, x_centered: np.ndarray) -> LevelReport:
-        u = _level_update(self.cfg, self.grids, x_centered, self.q, self.lv) if len(x_centered) else None
+    def update(self, x_centered: np.ndarray):
+        """This level's counter update for a set of (clipped, centred) points; None for no points.
+        Updates of parts of a tick add up: ``update(a) + update(b) == update(a ∪ b)``."""
+        return _level_update(self.cfg, self.grids, x_centered, self.q, self.lv) if len(x_centered) else None
+
+    def step_update(self, u) -> LevelReport:
+        """Advance one tick with the tick's summed update (None: ⊥, an empty tick)."""
         return _level_report(self.cfg, self.grids, self.counter.step(u), self.q, self.lv, self.tau_min)
+
+    def step(self, x_centered: np.ndarray) -> LevelReport:
+        return self.step_update(self.update(x_centered))
 
     def state_floats(self) -> int:
         return self.counter.state_floats()

@@ -349,7 +349,7 @@ def build(p, job: Job, seed_path: str, source=None):
     if job.source == "pubsub" or job.streaming:
         records = records | "DedupByMessageId" >> DedupByMessageId()
     fmt = job.fmt
-    parsed = records | "ParsePoints" >> ParsePoints(job.dim, fmt)
+    parsed = records | "ParsePoints" >> ParsePoints(job.dim, fmt, batch_arrays=True)
     ticks = parsed.points | "BatchIntoTicks" >> _batch_into_ticks(job)
     mode = "streaming" if job.streaming else "batch"
     delay = close_delay_seconds(job)

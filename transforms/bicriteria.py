@@ -2,8 +2,9 @@
 
 * ``BicriteriaCenters`` — one key per (tree, level), each holding a
   :class:`dpstream.bicriteria.BicriteriaLevel` (its R DPFindCenters and its own binary
-  mechanism) in Beam state. Every point of a tick goes to every (tree, level) key;
-  each key steps once per tick 1..T, empty ticks included (⊥ updates), on the shared
+  mechanism) in Beam state. A stateless step computes, for every batch, each (tree,
+  level)'s counter update (a small integer vector; updates of a tick's batches add
+  up) so the shuffle moves no points; each key steps once per tick 1..T, empty ticks included (⊥ updates), on the shared
   tick timer (:mod:`transforms.tick_timer`), and reports per tick the cells that
   passed pruning and its noisy bucket totals.
 * ``CenterRegistry`` — one key holding a :class:`dpstream.bicriteria.CenterSet` (F and
@@ -30,7 +31,7 @@ from apache_beam.transforms import userstate
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.window import GlobalWindows
 
-from dpstream.bicriteria import BicriteriaLevel, CenterSet
+from dpstream.bicriteria import BicriteriaLevel, CenterSet, _level_update
 from dpstream.engine import clip_to_ball
 from dpstream.grids import ShiftedGrids
 from dpstream.noise import NoiseSource
@@ -40,7 +41,7 @@ from transforms.parse import NAMESPACE
 from transforms.tick_timer import TickSchedule
 
 REGISTRY_KEY = "dpstream-center-registry"
-_START = ("start",)
+_START = ("start",)  # bicriteria_after_close counts late batch updates
 
 
 def level_keys(cfg: EngineConfig):
@@ -51,15 +52,30 @@ def _points(part) -> np.ndarray:
     return part.points if hasattr(part, "points") else np.asarray(part, dtype=np.float64)
 
 
-class _FanOutToLevelsFn(beam.DoFn):
-    def __init__(self, keys):
-        self.keys = keys
+class _LevelUpdatesFn(beam.DoFn):
+    """A tick's (partial) batch → each (tree, level)'s counter update, computed here, in
+    parallel and before the shuffle: the level keys then receive one small integer vector
+    per batch instead of every point (the updates of a tick's parts add up)."""
+
+    def __init__(self, cfg: EngineConfig, seed_path: str):
+        self.cfg, self.seed_path = cfg, seed_path
+        self.keys = level_keys(cfg)
+
+    def setup(self):
+        from transforms.cluster import load_seed
+        self._grids = ShiftedGrids(self.cfg, NoiseSource(load_seed(self.seed_path)))
 
     def process(self, element):
         (_, tick), part = element
-        pts = _points(part)
-        for key in self.keys:
-            yield key, ("tick", int(tick), pts)
+        x = _points(part)
+        if not len(x):
+            return
+        cfg = self.cfg
+        x, _ = clip_to_ball(np.array(x, dtype=np.float64), cfg.center_vec, cfg.radius)
+        x = x - cfg.center_vec
+        for q, lv in self.keys:
+            u = _level_update(cfg, self._grids, x, q, lv)
+            yield (q, lv), ("tick", int(tick), u.astype(np.int32) if u.max(initial=0) < 2**31 else u)
 
 
 class _BicriteriaLevelFn(beam.DoFn):
@@ -87,8 +103,8 @@ class _BicriteriaLevelFn(beam.DoFn):
             timer.set(self.schedule.close_time(m["armed"]))
         if item[0] != "tick":
             return
-        if item[1] <= m["done"]:
-            self._c_closed.inc(int(item[2].shape[0]))
+        if item[1] <= m["done"]:  # its tick is closed: frozen, never reopened
+            self._c_closed.inc()
             return
         buf.add((item[1], item[2]))
 
@@ -118,13 +134,11 @@ class _BicriteriaLevelFn(beam.DoFn):
                                     noise, key[0], key[1])
         # the level's noise source is reattached: BicriteriaLevel draws node noise every tick
         level.counter.noise.attach_seed(self._seed)
-        cfg, center = self.cfg, self.cfg.center_vec
         reports = []
         for tick in range(m["done"] + 1, upto + 1):
             parts = pending.get(tick)
-            x = np.concatenate(parts) if parts else np.zeros((0, cfg.dim))
-            x, _ = clip_to_ball(x.copy(), center, cfg.radius)
-            reports.append((tick, level.step(x - center)))
+            u = np.sum([p.astype(np.int64) for p in parts], axis=0) if parts else None
+            reports.append((tick, level.step_update(u)))
         level_state.write(level)
         nxt = self.schedule.next_armed(upto)
         meta.write({"done": upto, "armed": nxt})
@@ -143,7 +157,8 @@ class BicriteriaCenters(beam.PTransform):
 
     def expand(self, pcoll):
         keys = level_keys(self.cfg)
-        data = (pcoll | "FanOutToLevels" >> beam.ParDo(_FanOutToLevelsFn(keys)).with_output_types(Tuple[Any, Any])
+        data = (pcoll | "LevelUpdates" >> beam.ParDo(_LevelUpdatesFn(self.cfg, self.seed_path))
+                .with_output_types(Tuple[Any, Any])
                 | "LevelWindow" >> beam.WindowInto(GlobalWindows()))
         start = (pcoll.pipeline | "StartLevels" >> beam.Create([(k, _START) for k in keys])
                  .with_output_types(Tuple[Any, Any]))

@@ -118,6 +118,16 @@ class ParsedPoint(NamedTuple):
     message_id: Optional[str] = None
 
 
+class ParsedBatch(NamedTuple):
+    """The valid rows of one numpy record (``ParsePoints(..., batch_arrays=True)``):
+    ``points`` float64 ``(m, dim)`` finite, ``slots`` int64 ``(m,)`` (−1 = none), and
+    the record's ``ts`` and ``message_id``. The same points as m ParsedPoints, as one element."""
+    points: np.ndarray
+    slots: np.ndarray
+    ts: Optional[float]
+    message_id: Optional[str] = None
+
+
 # --------------------------------------------------------------------------- helpers
 
 def records_from_lines(lines: Iterable[Any], start_slot: int = 0, ts: Optional[float] = None) -> List[Record]:
@@ -291,7 +301,7 @@ def _finite(arr: np.ndarray):
     return arr, None, ""
 
 
-def _parse_array(arr: np.ndarray, dim: int, slot, ts, mid, out_points, out_dead) -> None:
+def _parse_array(arr: np.ndarray, dim: int, slot, ts, mid, out_points, out_dead, batch=None) -> None:
     """Split an array into items; rows get slots slot + row."""
     def dead_all(reason, detail, rows=None):
         if rows is None:
@@ -316,6 +326,16 @@ def _parse_array(arr: np.ndarray, dim: int, slot, ts, mid, out_points, out_dead)
     with np.errstate(over="ignore", invalid="ignore"):
         f = np.array(rows, dtype=np.float64, copy=True)  # own copy: callers may reuse their buffer
     ok = np.isfinite(f).all(axis=1)
+    if batch is not None:  # vectorised: one ParsedBatch of the valid rows, dead letters for the rest
+        idx = np.flatnonzero(ok)
+        if idx.size:
+            slots = idx.astype(np.int64) + slot if slot is not None else np.full(idx.size, -1, np.int64)
+            batch.append(ParsedBatch(np.ascontiguousarray(f[idx]), slots, ts, mid))
+        for i in np.flatnonzero(~ok):
+            s_ = None if slot is None else slot + int(i)
+            j = int(np.argmax(~np.isfinite(f[i])))
+            out_dead.append(_dead(_show(rows[i]), "nan_or_inf", f"coordinate {j} is {float(f[i, j])!r}", s_, ts, mid))
+        return
     for i in range(m):
         s = None if slot is None else slot + i
         if ok[i]:
@@ -336,10 +356,12 @@ def _as_record(element: Any) -> Record:
     return Record(element)  # dead-lettered as unsupported_type
 
 
-def parse_record(element: Any, dim: int, fmt: str = "auto") -> Tuple[List[ParsedPoint], List[dict]]:
+def parse_record(element: Any, dim: int, fmt: str = "auto",
+                 batch_arrays: bool = False) -> Tuple[List[Any], List[dict]]:
     """Parse one element into ``(points, dead_letters)``; never raises.
 
-    ``len(points) + len(dead_letters) == count_items(record.raw)`` always."""
+    ``len(points) + len(dead_letters) == count_items(record.raw)`` always, where a
+    :class:`ParsedBatch` (numpy records with ``batch_arrays``) counts as its rows."""
     rec = _as_record(element)
     raw = rec.raw
     points: List[ParsedPoint] = []
@@ -365,7 +387,7 @@ def parse_record(element: Any, dim: int, fmt: str = "auto") -> Tuple[List[Parsed
     if isinstance(raw, np.ndarray):
         if fmt not in ("auto", "numpy"):
             return one("unsupported_type", f"ndarray given to a {fmt} parser")
-        _parse_array(raw, dim, slot, ts, mid, points, dead)
+        _parse_array(raw, dim, slot, ts, mid, points, dead, points if batch_arrays else None)
         return points, dead
     if isinstance(raw, (bytes, bytearray, memoryview)):
         try:
@@ -415,7 +437,7 @@ class ParsePointsFn(beam.DoFn):
 
     FORMATS = ("auto", "json", "csv", "numpy")
 
-    def __init__(self, dim: int, fmt: str = "auto", label_prefix: str = ""):
+    def __init__(self, dim: int, fmt: str = "auto", label_prefix: str = "", batch_arrays: bool = False):
         if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or dim < 1:
             raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
         if fmt not in self.FORMATS:
@@ -423,6 +445,7 @@ class ParsePointsFn(beam.DoFn):
         self.dim = int(dim)
         self.fmt = fmt
         self.label_prefix = label_prefix
+        self.batch_arrays = bool(batch_arrays)
         self._make_counters()
 
     def _make_counters(self):
@@ -447,15 +470,16 @@ class ParsePointsFn(beam.DoFn):
             n = 1
         self._read.inc(n)
         try:
-            points, dead = parse_record(element, self.dim, self.fmt)
-            if len(points) + len(dead) != n:  # cannot happen; never lose a record silently
-                raise AssertionError(f"{len(points)} points + {len(dead)} dead letters for {n} items")
+            points, dead = parse_record(element, self.dim, self.fmt, self.batch_arrays)
+            n_points = sum(p.points.shape[0] if isinstance(p, ParsedBatch) else 1 for p in points)
+            if n_points + len(dead) != n:  # cannot happen; never lose a record silently
+                raise AssertionError(f"{n_points} points + {len(dead)} dead letters for {n} items")
         except Exception as e:  # defensive: the pipeline must never crash on a record
             points = []
             dead = [_dead(_show(element), "internal_error", f"{type(e).__name__}: {e}"[:200],
                           None, None, None) for _ in range(n)]
         if points:
-            self._valid.inc(len(points))
+            self._valid.inc(n_points)
         for p in points:
             yield p
         if dead:
@@ -471,12 +495,15 @@ class ParsePoints(beam.PTransform):
     ``ParsePoints(dim, fmt="auto"|"json"|"csv"|"numpy", label_prefix="")``; apply
     it to a PCollection of :class:`Record` and read ``result.points`` and
     ``result.dead_letter``. ``label_prefix`` prefixes the counter names (use it
-    when one pipeline parses two inputs). Apply :class:`~transforms.ticks.DedupByMessageId`
+    when one pipeline parses two inputs). With ``batch_arrays=True`` the valid rows
+    of a numpy record come out as one :class:`ParsedBatch` (vectorised; what the job
+    uses) instead of one ParsedPoint per row. Apply :class:`~transforms.ticks.DedupByMessageId`
     *before* this transform (a numpy batch's rows share one message id)."""
 
-    def __init__(self, dim: int, fmt: str = "auto", label_prefix: str = "", label: Optional[str] = None):
+    def __init__(self, dim: int, fmt: str = "auto", label_prefix: str = "", batch_arrays: bool = False,
+                 label: Optional[str] = None):
         super().__init__(label)
-        self._fn = ParsePointsFn(dim, fmt, label_prefix)
+        self._fn = ParsePointsFn(dim, fmt, label_prefix, batch_arrays)
 
     def expand(self, pcoll):
         return pcoll | "ParseRecords" >> beam.ParDo(self._fn).with_outputs(DEAD_LETTER, main=MAIN)

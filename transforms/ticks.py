@@ -58,7 +58,7 @@ from apache_beam.transforms.window import GlobalWindow, GlobalWindows, Timestamp
 from apache_beam.utils.timestamp import Duration, Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms.parse import NAMESPACE
+from transforms.parse import NAMESPACE, ParsedBatch
 
 _US = 1_000_000
 _MAX_ABS_TS = 9.0e12  # seconds; |ts| * 1e6 stays exact-ish and inside int64
@@ -220,8 +220,49 @@ class _AssignTicksFn(beam.DoFn):
         self._ts: List[float] = []
         self._mids: List[str] = []
         self._shards: List[int] = []
+        self._chunks: list = []  # (points, slots, ts, mids, shards) of ParsedBatch elements
+        self._n_chunked = 0
+
+    def _process_batch(self, b):
+        pts = b.points
+        if not isinstance(pts, np.ndarray) or pts.ndim != 2 or \
+                (self.dim is not None and pts.shape[1] != self.dim):
+            self._c_bad.inc(int(len(pts)) if hasattr(pts, "__len__") else 1)
+            return
+        m = pts.shape[0]
+        slots = np.asarray(b.slots, dtype=np.int64).reshape(m)
+        ts = b.ts if isinstance(b.ts, (int, float)) and not isinstance(b.ts, bool) else None
+        ts_arr = np.full(m, math.nan if ts is None else float(ts))
+        if self.clock.clock == "position":
+            has = (slots >= 0) & (slots < 2 ** 62)
+        else:
+            has = np.full(m, ts is not None)
+        if not has.all():
+            self._c_noclock.inc(int((~has).sum()))
+            pts, slots, ts_arr = pts[has], slots[has], ts_arr[has]
+            m = pts.shape[0]
+        if m == 0:
+            return
+        mid = b.message_id
+        n = self.clock.n_shards
+        if n == 1:
+            shards = np.zeros(m, np.int64)
+        elif (slots >= 0).all():
+            shards = slots % n
+        else:
+            shards = np.array([self.clock.shard_of(None if s < 0 else int(s), mid, pts[i], ts)
+                               for i, s in enumerate(slots)], dtype=np.int64)
+        self._chunks.append((np.asarray(pts, dtype=np.float64), slots, ts_arr,
+                             np.full(m, "" if mid is None else str(mid)), shards))
+        self._n_chunked += m
 
     def process(self, element):
+        if isinstance(element, ParsedBatch):
+            self._process_batch(element)
+            if len(self._points) + self._n_chunked >= self.max_buffer:
+                for key, part, stamp in self._flush():
+                    yield TimestampedValue((key, part), stamp)
+            return
         point, slot, ts = element[0], element[1], element[2]
         mid = element[3] if len(element) > 3 else None
         if not isinstance(point, np.ndarray) or point.ndim != 1 or \
@@ -249,11 +290,24 @@ class _AssignTicksFn(beam.DoFn):
             yield WindowedValue((key, part), stamp, (GlobalWindow(),))
 
     def _flush(self):
-        if not self._points:
+        if not self._points and not self._chunks:
             return []
         clock = self.clock
-        slots = np.array(self._slots, dtype=np.int64)
-        ts = np.array(self._ts, dtype=np.float64)
+        try:
+            pts_all = [np.stack(self._points).astype(np.float64, copy=False)] if self._points else []
+        except ValueError as e:
+            raise ValueError("BatchIntoTicks got points of different dimensions; pass dim= "
+                             "(ParsePoints' output always has one dimension)") from e
+        pts_all += [c[0] for c in self._chunks]
+        try:
+            all_pts = np.concatenate(pts_all) if len(pts_all) > 1 else pts_all[0]
+        except ValueError as e:
+            raise ValueError("BatchIntoTicks got points of different dimensions; pass dim= "
+                             "(ParsePoints' output always has one dimension)") from e
+        slots = np.concatenate([np.array(self._slots, dtype=np.int64)] + [c[1] for c in self._chunks])
+        ts = np.concatenate([np.array(self._ts, dtype=np.float64)] + [c[2] for c in self._chunks])
+        mids_all = np.concatenate([np.array(self._mids, dtype=str)] + [c[3] for c in self._chunks])
+        shards = np.concatenate([np.array(self._shards, dtype=np.int64)] + [c[4] for c in self._chunks])
         ticks = clock.ticks(slots, ts)
         keep = clock.in_horizon(ticks)
         n_out = int((~keep).sum())
@@ -270,13 +324,8 @@ class _AssignTicksFn(beam.DoFn):
         out = []
         if idx.size:
             self._c_ticked.inc(int(idx.size))
-            shards = np.array(self._shards, dtype=np.int64)
-            try:
-                pts = np.stack([self._points[i] for i in idx]).astype(np.float64, copy=False)
-            except ValueError as e:
-                raise ValueError("BatchIntoTicks got points of different dimensions; pass dim= "
-                                 "(ParsePoints' output always has one dimension)") from e
-            mids = np.array(self._mids, dtype=str)[idx]
+            pts = all_pts[idx]
+            mids = mids_all[idx]
             key = shards[idx] * (clock.horizon_ticks + 1) + ticks[idx]
             order = np.argsort(key, kind="stable")
             cuts = np.flatnonzero(np.diff(key[order])) + 1
