@@ -168,7 +168,7 @@ def stage_floor_parse(ctx):
 
     with _Clock() as c:
         p = beam.Pipeline(options=_options())
-        parsed = p | "ReadFiles" >> ReadFileRecords(ctx["data_glob"]) | "ParsePoints" >> ParsePoints(ctx["d"], "auto")
+        parsed = p | "ReadFiles" >> ReadFileRecords(ctx["data_glob"]) | "ParsePoints" >> ParsePoints(ctx["d"], "auto", batch_arrays=True)
         _ = parsed.points | "Drop" >> beam.Map(lambda _: None)
         result = p.run()
         result.wait_until_finish()
@@ -188,7 +188,7 @@ def stage_floor_ticks(ctx):
     job, _ = jm.parse_args(_job_argv(ctx, ctx["data_glob"], ctx["work"] + "/unused_out", ctx["n"]))
     with _Clock() as c:
         p = beam.Pipeline(options=_options())
-        parsed = p | "ReadFiles" >> ReadFileRecords(ctx["data_glob"]) | "ParsePoints" >> ParsePoints(ctx["d"], "auto")
+        parsed = p | "ReadFiles" >> ReadFileRecords(ctx["data_glob"]) | "ParsePoints" >> ParsePoints(ctx["d"], "auto", batch_arrays=True)
         _ = parsed.points | "BatchIntoTicks" >> jm._batch_into_ticks(job) | "Drop" >> beam.Map(lambda _: None)
         result = p.run()
         result.wait_until_finish()
