@@ -69,6 +69,8 @@ def test_streaming_job_reads_and_writes_pubsub_and_stops_cleanly(tmp_path, capsy
         feeder.start()
         for bad in (b"{oops", b'{"x": [1]}', b'{"x": [NaN, 0]}'):
             ps.publisher().publish(t_in, bad).result(timeout=30)
+        canary = [3.1415926535897, -7.2718281828459]  # a valid, unique record: never leaves verbatim
+        ps.publish_json(t_in, [{"x": canary}])
 
         msgs, deadline = [], time.time() + (LEAD_S + T_TICKS) * TICK_S + 45
         while len(msgs) < T_TICKS and time.time() < deadline:
@@ -100,6 +102,10 @@ def test_streaming_job_reads_and_writes_pubsub_and_stops_cleanly(tmp_path, capsy
     last = np.asarray(rels[-1]["centers"])
     d = np.linalg.norm(MEANS[:, None, :] - last[None, :, :], axis=2).min(axis=1)
     assert np.all(d < 1.5), (last, d)
+    for m in msgs:  # the canary is in no Pub/Sub message of the release topic
+        assert b"3.1415926535" not in m.data and b"7.2718281828" not in m.data
+    dead_text = open(tmp_path / "dead.jsonl").read()
+    assert "3.1415926535" not in dead_text  # nor in the dead letter: it is a valid record
     dead = [json.loads(line) for line in open(tmp_path / "dead.jsonl")]
     assert sorted(x["reason"] for x in dead) == ["malformed_json", "nan_or_inf", "wrong_dimension"]
     assert all(x["message_id"] for x in dead)
