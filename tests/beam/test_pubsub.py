@@ -58,6 +58,8 @@ def test_streaming_job_reads_and_writes_pubsub_and_stops_cleanly(tmp_path, capsy
                 if time.time() >= t_start * TICK_S:
                     X = MEANS[rng.integers(0, 3, RATE // 4)] + rng.normal(scale=0.4, size=(RATE // 4, 2))
                     published["points"] += ps.publish_json(t_in, ({"x": x.tolist()} for x in X))
+                    if not published.get("canary"):  # a valid, unique record inside the horizon
+                        published["canary"] = ps.publish_json(t_in, [{"x": [3.1415926535897, -7.2718281828459]}])
                 else:
                     _heartbeat(ps, t_in)
                 time.sleep(0.25)
@@ -69,8 +71,7 @@ def test_streaming_job_reads_and_writes_pubsub_and_stops_cleanly(tmp_path, capsy
         feeder.start()
         for bad in (b"{oops", b'{"x": [1]}', b'{"x": [NaN, 0]}'):
             ps.publisher().publish(t_in, bad).result(timeout=30)
-        canary = [3.1415926535897, -7.2718281828459]  # a valid, unique record: never leaves verbatim
-        ps.publish_json(t_in, [{"x": canary}])
+
 
         msgs, deadline = [], time.time() + (LEAD_S + T_TICKS) * TICK_S + 45
         while len(msgs) < T_TICKS and time.time() < deadline:
