@@ -273,6 +273,10 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
     if runner_name not in LOCAL_RUNNERS and not ns.seed_file:
         raise OptionError(f"--seed_file is required with {runner_name}: the workers must read the secret seed "
                           f"from a file they can reach (e.g. gs://…), it is never passed as an option")
+    if runner_name not in LOCAL_RUNNERS and not ns.seed_registry:
+        raise OptionError(f"--seed_registry is required with {runner_name}: a durable path (e.g. gs://…/"
+                          f"seed_registry.jsonl) where used seeds are recorded; the launcher's own disk is "
+                          f"thrown away, so a reused seed would go unnoticed")
     if ns.report and (streaming or not ns.output or "://" in ns.output):
         raise OptionError("--report needs a batch run with a local --output directory")
 

@@ -32,6 +32,8 @@ EXCLUDED = {
 }
 # Parameters with isOptional false, each with the reason (every option is optional at parse level).
 REQUIRED = {
+    "seed_registry": "parse_args refuses a non-local runner without --seed_registry: the launcher's disk is "
+                     "thrown away, so the record of used seeds must be durable (gs://…)",
     "seed_file": "the template always runs on DataflowRunner, and parse_args refuses a non-local runner "
                  "without --seed_file (OS entropy is for local runners only)",
 }
@@ -104,7 +106,7 @@ def test_report_cannot_be_a_template_parameter(capsys):
 def test_report_is_local_only():
     with pytest.raises(job_mod.OptionError, match="--report needs a batch run with a local --output"):
         job_mod.parse_args(["--report", "--output=gs://bucket/run1", "--runner=DataflowRunner",
-                            "--seed_file=gs://secrets/seed"])
+                            "--seed_file=gs://secrets/seed", "--seed_registry=gs://b/reg.jsonl"])
 
 
 # --------------------------------------------------------------------------- (b) complete, valid parameters
@@ -163,7 +165,10 @@ def test_seed_file_is_what_dataflow_requires():
     base = ["--output_topic=projects/p/topics/releases", "--dead_letter=projects/p/topics/dead",
             "--runner=DataflowRunner"]
     with pytest.raises(job_mod.OptionError, match="--seed_file is required with DataflowRunner"):
-        job_mod.parse_args(base)
+        job_mod.parse_args(base + ["--seed_registry=gs://b/reg.jsonl"])
+    with pytest.raises(job_mod.OptionError, match="--seed_registry is required with DataflowRunner"):
+        job_mod.parse_args(base + ["--seed_file=gs://secrets/dpstream/seed"])
+    base.append("--seed_registry=gs://b/reg.jsonl")
     job, beam_args = job_mod.parse_args(base + ["--seed_file=gs://secrets/dpstream/seed"])
     assert job.seed_file == "gs://secrets/dpstream/seed" and beam_args == ["--runner=DataflowRunner"]
 
