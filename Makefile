@@ -5,7 +5,7 @@ BENCH_VENV := .venv-bench
 STAMP := $(VENV)/.installed
 BENCH_STAMP := $(BENCH_VENV)/.installed
 
-.PHONY: run test bench bench-beam demo-pubsub clean
+.PHONY: run test audit bench bench-beam demo-pubsub clean
 
 $(STAMP): setup.py
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -30,8 +30,16 @@ demo-pubsub: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/python -m pytest -q tests
 
+# the statistical privacy audits (tests/audit/README.md) with 10x the trials `make test` runs
+audit: $(STAMP)
+	DPSTREAM_AUDIT_SCALE=10 $(VENV)/bin/python -m pytest -q tests/audit
+
 bench: $(BENCH_STAMP)
 	$(BENCH_VENV)/bin/python benchmarks/run_benchmark.py --out benchmarks/results
+
+# the Beam job's throughput against the runner's floor and the engine (benchmarks/results/beam.md)
+bench-beam: $(STAMP)
+	$(VENV)/bin/python benchmarks/beam_benchmark.py --out benchmarks/results
 
 clean:
 	rm -rf out .pytest_cache
