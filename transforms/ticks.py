@@ -370,6 +370,9 @@ class _MergeTickFn(beam.DoFn):
 
     def process(self, element):
         (shard, tick), parts = element
+        parts = list(parts)
+        if not parts:  # a processing-time pane can fire empty on a stream (measured)
+            return
         merged = merge_partials(parts)
         out = merged if self.keep_order_keys else merged.points
         yield TimestampedValue(((shard, tick), out), self.clock.tick_start(tick))
@@ -508,7 +511,10 @@ class _SplitByMessageIdFn(beam.DoFn):
             self._c.inc()
             yield pvalue.TaggedOutput(self.NO_ID, element)
         else:
-            yield (mid, element)
+            # a redelivery keeps its id *and* its publish time; keying on both keeps a message whose
+            # id a restarted Pub/Sub (the emulator numbers from 1 again) reused (measured)
+            ts = getattr(element, "ts", None)
+            yield (str(mid) if ts is None else f"{mid}@{float(ts)!r}", element)
 
 
 class _FirstPerKeyFn(beam.DoFn):
@@ -558,7 +564,8 @@ def _make_stateful_dedup_fn(timer_name: str):
 
 
 class DedupByMessageId(beam.PTransform):
-    """Drops Pub/Sub redeliveries: keeps one record per ``message_id`` (finding 4d).
+    """Drops Pub/Sub redeliveries: keeps one record per (``message_id``, ``ts``) (finding 4d);
+    the carrier's ts is the publish time, which a redelivery keeps.
 
     ``DedupByMessageId(mode="auto"|"batch"|"stateful", ttl_seconds=600.0,
     label_prefix="", timer_name=None)``. Input: elements with a ``message_id``

@@ -364,3 +364,20 @@ def test_redelivered_records_are_counted_once_by_the_stateful_dedup():
     result = p.run()
     result.wait_until_finish()
     assert _counters(result)["st_redeliveries_dropped"] == 3
+
+
+def test_an_empty_pane_merges_to_nothing():
+    """A processing-time pane can fire with no partial on a stream: no batch, no crash."""
+    assert list(_MergeTickFn(TickClock("position", tick_size=2, horizon_ticks=3)).process(((0, 1), []))) == []
+
+
+def test_a_reused_message_id_with_another_publish_time_is_not_a_redelivery():
+    """A restarted Pub/Sub (the emulator) numbers messages from 1 again: same id, new publish time."""
+    from transforms.ticks import _SplitByMessageIdFn
+    fn = _SplitByMessageIdFn("")
+    fn.setup()
+    first = Record('{"x": [1, 2]}', None, 100.0, "7")
+    again = Record('{"x": [1, 2]}', None, 100.0, "7")   # a redelivery: same id, same publish time
+    reused = Record('{"x": [3, 4]}', None, 250.0, "7")  # a new message with a reused id
+    keys = [k for k, _ in (next(iter(fn.process(r))) for r in (first, again, reused))]
+    assert keys[0] == keys[1] != keys[2]
