@@ -254,6 +254,16 @@ def _records_by_tick(recs):
     return {t: np.array(v) for t, v in by.items()}
 
 
+def _stream_releases(job, seed_file, stream, out):
+    """Run the streaming job over a TestStream on the BundleBasedDirectRunner; its releases by tick."""
+    opts = PipelineOptions(["--runner=BundleBasedDirectRunner"])
+    opts.view_as(StandardOptions).streaming = True
+    p = beam.Pipeline(options=opts)
+    job_mod.build(p, job, seed_file, source=p | "Events" >> stream)
+    p.run().wait_until_finish()
+    return sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
+
+
 def test_records_outside_the_public_horizon_add_no_release_and_change_nothing(tmp_path, seed_file):
     """Finding 2: a record with a far-future (or past) timestamp neither adds releases nor enters a tick."""
     rng = np.random.default_rng(5)
@@ -284,13 +294,8 @@ def test_a_record_arriving_after_its_tick_closed_is_dropped_never_merged_into_a_
         if k == 1:  # tick 1 closed long ago: now its straggler arrives
             stream = stream.add_elements([beam.window.TimestampedValue(straggler, Timestamp.of(T0 + 1.0))])
     stream = stream.advance_processing_time(2).advance_watermark_to_infinity()
-    opts = PipelineOptions(["--runner=BundleBasedDirectRunner"])
-    opts.view_as(StandardOptions).streaming = True
-    p = beam.Pipeline(options=opts)
-    job_mod.build(p, job, seed_file, source=p | "Events" >> stream)
-    p.run().wait_until_finish()
-    got = sorted(_read_jsonl(tmp_path / "s" / "releases.jsonl"), key=lambda r: r["tick"])
-    assert got == _engine_releases(job, seed_file, _records_by_tick(recs))
+    assert _stream_releases(job, seed_file, stream, tmp_path / "s") == \
+        _engine_releases(job, seed_file, _records_by_tick(recs))
 
 
 def test_pubsub_redeliveries_are_counted_once(tmp_path, seed_file):
@@ -306,13 +311,8 @@ def test_pubsub_redeliveries_are_counted_once(tmp_path, seed_file):
     stream = stream.add_elements([beam.window.TimestampedValue(r, Timestamp.of(r.ts)) for r in msgs])
     stream = stream.add_elements([beam.window.TimestampedValue(r, Timestamp.of(r.ts)) for r in redelivered])
     stream = stream.advance_processing_time(2).advance_watermark_to_infinity()
-    opts = PipelineOptions(["--runner=BundleBasedDirectRunner"])
-    opts.view_as(StandardOptions).streaming = True
-    p = beam.Pipeline(options=opts)
-    job_mod.build(p, job, seed_file, source=p | "Events" >> stream)
-    p.run().wait_until_finish()
-    got = sorted(_read_jsonl(tmp_path / "s" / "releases.jsonl"), key=lambda r: r["tick"])
-    assert got == _engine_releases(job, seed_file, _records_by_tick(recs))
+    assert _stream_releases(job, seed_file, stream, tmp_path / "s") == \
+        _engine_releases(job, seed_file, _records_by_tick(recs))
 
 
 def test_the_seed_is_in_no_job_graph_and_no_log_line(tmp_path, seed_file, caplog):
