@@ -47,10 +47,11 @@ def clip_to_ball(x: np.ndarray, center: np.ndarray, radius: float):
     # scale rows by their max |coordinate| first so huge finite values cannot overflow the norm
     big = np.abs(y).max(axis=1) if y.size else np.zeros(0)
     big = np.where(big > 0, big, 1.0)
-    nrm = np.linalg.norm(y / big[:, None], axis=1) * big
-    over = nrm > radius
+    unit = y / big[:, None]
+    s = np.linalg.norm(unit, axis=1)  # ‖y‖ / big, in [1, √d]: never overflows
+    over = s > radius / big
     if over.any():
-        y[over] = (y[over] / big[over][:, None]) * (radius / (nrm[over] / big[over]))[:, None] * (1 - 1e-12)
+        y[over] = unit[over] * (radius / s[over])[:, None] * (1 - 1e-12)
     return y + center, int(over.sum())
 
 
@@ -104,6 +105,11 @@ class Engine:
         self._cache = None
         self.last_ring = None  # ring of each point of the last tick (tracer tests)
         self.z = 1 if cfg.objective == "kmedian" else 2
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        d["last_ring"] = None  # a tracer field for tests, one int per point: never kept in Beam state
+        return d
 
     def attach_seed(self, seed: bytes) -> None:
         """After unpickling (Beam state): the pickle never holds the secret seed."""

@@ -26,6 +26,11 @@ def _check(cond: bool, msg: str) -> None:
         raise ValueError(msg)
 
 
+def _is_whole(x) -> bool:
+    """A finite number with an integer value (inf would overflow int())."""
+    return _is_num(x) and math.isfinite(x) and int(x) == x
+
+
 def _is_num(x) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
 
@@ -94,18 +99,21 @@ class EngineConfig:
     sum_grid_bits: int = 20
 
     def __post_init__(self):
-        _check(_is_num(self.n_clusters) and int(self.n_clusters) == self.n_clusters and self.n_clusters >= 1,
+        _check(_is_whole(self.n_clusters) and self.n_clusters >= 1,
                f"n_clusters must be an integer >= 1, got {self.n_clusters!r}")
-        _check(_is_num(self.dim) and int(self.dim) == self.dim and self.dim >= 1,
+        _check(_is_whole(self.dim) and self.dim >= 1,
                f"dim must be an integer >= 1, got {self.dim!r}")
         _check(_is_num(self.radius) and math.isfinite(self.radius) and self.radius > 0,
                f"radius must be a finite number > 0 (a public bound on the data's norm), got {self.radius!r}")
+        _check(1e-100 <= self.radius <= 1e100,
+               f"radius must be in [1e-100, 1e100] (rescale the data's units), got {self.radius!r}")
         _check(_is_num(self.epsilon) and self.epsilon > 0 and not math.isnan(self.epsilon),
                f"epsilon must be > 0 (use a large value such as 1e6 for a near non-private run), got {self.epsilon!r}")
+        _check(self.epsilon >= 1e-6,
+               f"epsilon must be >= 1e-6 (below that every release is noise), got {self.epsilon!r}")
         _check(_is_num(self.delta) and 0 <= self.delta < 1,
                f"delta must be in [0, 1), got {self.delta!r}")
-        _check(_is_num(self.horizon_ticks) and int(self.horizon_ticks) == self.horizon_ticks
-               and 1 <= self.horizon_ticks <= 2**40,
+        _check(_is_whole(self.horizon_ticks) and 1 <= self.horizon_ticks <= 2**40,
                f"horizon_ticks must be an integer in [1, 2^40], got {self.horizon_ticks!r}")
         _check(self.neighbouring in RELATIONS, f"neighbouring must be one of {RELATIONS}, got {self.neighbouring!r}")
         _check(self.objective in OBJECTIVES, f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
@@ -120,23 +128,26 @@ class EngineConfig:
         for name in ("n_trees", "grid_levels", "n_reps", "n_rings", "block_size", "tree_depth",
                      "lloyd_iters", "n_init"):
             v = getattr(self, name)
-            _check(_is_num(v) and int(v) == v and v >= 1, f"{name} must be an integer >= 1, got {v!r}")
+            _check(_is_whole(v) and v >= 1, f"{name} must be an integer >= 1, got {v!r}")
         _check(self.grid_levels <= 30, "grid_levels must be <= 30")
         _check(self.n_rings <= 60, "n_rings must be <= 60")
         _check(self.tree_depth <= 30, "tree_depth must be <= 30")
         if self.n_buckets is not None:
-            _check(int(self.n_buckets) == self.n_buckets and self.n_buckets >= 1, "n_buckets must be an integer >= 1")
+            _check(_is_whole(self.n_buckets) and self.n_buckets >= 1, "n_buckets must be an integer >= 1")
         if self.coreset_size is not None:
-            _check(int(self.coreset_size) == self.coreset_size and self.coreset_size >= self.n_clusters,
+            _check(_is_whole(self.coreset_size) and self.coreset_size >= self.n_clusters,
                    "coreset_size must be an integer >= n_clusters")
         _check(0.5 < self.hh_alpha < 1, f"hh_alpha must be in (0.5, 1), got {self.hh_alpha!r}")
         _check(self.hh_min_count >= 0, "hh_min_count must be >= 0")
-        _check(0 < self.count_share <= 1, "count_share must be in (0, 1]")
+        _check(_is_num(self.count_share) and 0 < self.count_share <= 1, "count_share must be in (0, 1]")
+        _check(self.count_share < 1 or self.semicoreset == "snap",
+               "count_share must be < 1 with the tree and lloyd semicoresets (their sums need a share)")
         _check(0 < self.weight_beta < 1, "weight_beta must be in (0, 1)")
         _check(self.tree_keep_factor > 0 and self.tree_branch_factor > 0, "tree factors must be > 0")
         _check(4 <= self.sum_grid_bits <= 40, "sum_grid_bits must be in [4, 40]")
         split = tuple(float(s) for s in self.privacy_split)
-        _check(len(split) == 3 and all(s >= 0 for s in split), "privacy_split must be three weights >= 0")
+        _check(len(split) == 3 and all(math.isfinite(s) and s >= 0 for s in split),
+               "privacy_split must be three finite weights >= 0")
         _check(split[1] > 0 and split[2] > 0, "privacy_split needs a positive sparse-vector and A weight")
         _check(split[0] > 0 or not self.bicriteria, "privacy_split needs a positive bicriteria weight")
         object.__setattr__(self, "privacy_split", split)

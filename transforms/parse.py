@@ -361,7 +361,33 @@ def parse_record(element: Any, dim: int, fmt: str = "auto",
     """Parse one element into ``(points, dead_letters)``; never raises.
 
     ``len(points) + len(dead_letters) == count_items(record.raw)`` always, where a
-    :class:`ParsedBatch` (numpy records with ``batch_arrays``) counts as its rows."""
+    :class:`ParsedBatch` (numpy records with ``batch_arrays``) counts as its rows.
+    A field whose own conversion raises (a hostile ``__str__``/``__float__``) makes
+    ``internal_error`` dead letters that keep the record's slot when it is valid."""
+    try:
+        return _parse_record(element, dim, fmt, batch_arrays)
+    except Exception as e:
+        try:
+            n = count_items(_as_record(element).raw)
+        except Exception:
+            n = 1
+        try:
+            slot = _check_slot(element.slot)[0] if isinstance(element, Record) else None
+        except Exception:
+            slot = None
+        detail = f"{type(e).__name__} while parsing"
+        return [], [_dead(_safe_show(element), "internal_error", detail, None if slot is None else slot + i,
+                          None, None) for i in range(n)]
+
+
+def _safe_show(element: Any) -> str:
+    try:
+        return _show(element.raw if isinstance(element, Record) else element)
+    except Exception:
+        return f"<unprintable {type(element).__name__}>"
+
+
+def _parse_record(element: Any, dim: int, fmt: str, batch_arrays: bool) -> Tuple[List[Any], List[dict]]:
     rec = _as_record(element)
     raw = rec.raw
     points: List[ParsedPoint] = []
