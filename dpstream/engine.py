@@ -205,6 +205,8 @@ class Engine:
             centers = cluster_coreset(pts, w, cfg.n_clusters, cfg.objective,
                                       self.noise.generator(("release", self.epoch, t, "cluster")),
                                       self.center, n_init=cfg.n_init, init=self._cache[2] if warm else None)
+            # centers inside the public ball (post-processing: A's noisy means can land outside it)
+            centers, _ = clip_to_ball(np.array(centers, dtype=float), self.center, cfg.radius)
             self._refits += 1
             self._cache = (pts, w, centers)
             self._cache_version = version

@@ -129,11 +129,15 @@ class EngineConfig:
                      "lloyd_iters", "n_init"):
             v = getattr(self, name)
             _check(_is_whole(v) and v >= 1, f"{name} must be an integer >= 1, got {v!r}")
+        for name, cap in (("n_trees", 64), ("n_reps", 64), ("lloyd_iters", 1000), ("n_init", 1000),
+                          ("block_size", 2**31), ("n_clusters", 10**6), ("dim", 10**6)):
+            _check(getattr(self, name) <= cap, f"{name} must be <= {cap}, got {getattr(self, name)!r}")
         _check(self.grid_levels <= 30, "grid_levels must be <= 30")
         _check(self.n_rings <= 60, "n_rings must be <= 60")
         _check(self.tree_depth <= 30, "tree_depth must be <= 30")
         if self.n_buckets is not None:
-            _check(_is_whole(self.n_buckets) and self.n_buckets >= 1, "n_buckets must be an integer >= 1")
+            _check(_is_whole(self.n_buckets) and 1 <= self.n_buckets <= 2**20,
+                   "n_buckets must be an integer in [1, 2^20]")
         if self.coreset_size is not None:
             _check(_is_whole(self.coreset_size) and self.coreset_size >= self.n_clusters,
                    "coreset_size must be an integer >= n_clusters")
