@@ -129,7 +129,7 @@ class EngineConfig:
                      "lloyd_iters", "n_init"):
             v = getattr(self, name)
             _check(_is_whole(v) and v >= 1, f"{name} must be an integer >= 1, got {v!r}")
-        for name, cap in (("n_trees", 64), ("n_reps", 64), ("lloyd_iters", 1000), ("n_init", 1000),
+        for name, cap in (("n_trees", 64), ("n_reps", 4096), ("lloyd_iters", 1000), ("n_init", 1000),
                           ("block_size", 2**31), ("n_clusters", 10**6), ("dim", 10**6)):
             _check(getattr(self, name) <= cap, f"{name} must be <= {cap}, got {getattr(self, name)!r}")
         _check(self.grid_levels <= 30, "grid_levels must be <= 30")
