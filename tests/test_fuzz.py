@@ -496,15 +496,7 @@ class _HostileStr(str):
         raise RuntimeError("hostile strip")
 
 
-def _run_fn(fn, el):
-    points, dead = [], []
-    for o in fn.process(el):
-        if isinstance(o, beam.pvalue.TaggedOutput):
-            assert o.tag == DEAD_LETTER
-            dead.append(o.value)
-        else:
-            points.append(o)
-    return points, dead
+from tests.beam.test_parse import _run_fn  # noqa: E402  (drives ParsePointsFn.process directly)
 
 
 def test_fuzz_parse_points_fn_process_never_raises_and_loses_nothing():
