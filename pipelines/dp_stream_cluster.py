@@ -163,11 +163,10 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
     """Our options → a validated :class:`Job`; Beam's → a list. Raises OptionError."""
     ap = build_parser()
     ns, rest = ap.parse_known_args(argv)
-    unknown = _beam_parser().parse_known_args(rest)[1]
+    bns, unknown = _beam_parser().parse_known_args(rest)
     if unknown:
         raise OptionError(f"unknown option {unknown[0]!r} (see --help for dpstream's options; other options "
                           f"must be Beam pipeline options)")
-    bns = _beam_parser().parse_known_args(rest)[0]
     runner = getattr(bns, "runner", None) or ""
     if runner and runner.split(".")[-1] not in KNOWN_RUNNERS:
         raise OptionError(f"unknown runner {runner!r}: use DirectRunner or BundleBasedDirectRunner locally, "

@@ -19,7 +19,6 @@ clips them.
 """
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any, Optional, Tuple
 
 import numpy as np
@@ -38,10 +37,10 @@ from dpstream.noise import NoiseSource
 from dpstream.params import EngineConfig
 from dpstream.privacy import PrivacyPlan
 from transforms.parse import NAMESPACE
-from transforms.tick_timer import TickSchedule
+from transforms.tick_timer import TickSchedule, take_ticks_upto
 
 REGISTRY_KEY = "dpstream-center-registry"
-_START = ("start",)  # bicriteria_after_close counts late batch updates
+_START = ("start",)
 
 
 def level_keys(cfg: EngineConfig):
@@ -121,12 +120,7 @@ class _BicriteriaLevelFn(beam.DoFn):
             timer.set(self.schedule.close_time(m["armed"]))
             return
         upto = m["armed"]
-        pending, later = defaultdict(list), []
-        for tick, pts in buf.read():
-            (pending[tick].append(pts) if tick <= upto else later.append((tick, pts)))
-        buf.clear()
-        for item in later:
-            buf.add(item)
+        pending = take_ticks_upto(buf, upto)
         level = level_state.read()
         if level is None:
             noise = NoiseSource(self._seed)

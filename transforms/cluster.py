@@ -52,7 +52,6 @@ telemetry only, never part of a release.
 from __future__ import annotations
 
 import logging
-from collections import defaultdict
 from typing import Any, Optional, Tuple
 
 import numpy as np
@@ -68,7 +67,7 @@ from apache_beam.transforms.window import GlobalWindows, TimestampedValue
 from dpstream.engine import Engine
 from dpstream.params import EngineConfig
 from transforms.parse import NAMESPACE
-from transforms.tick_timer import MODES, TickSchedule
+from transforms.tick_timer import MODES, TickSchedule, take_ticks_upto
 from transforms.ticks import TickClock, _Partial, merge_partials
 
 _log = logging.getLogger("dpstream")
@@ -167,16 +166,7 @@ class _ClusterTicksFn(beam.DoFn):
             upto += 1
         if upto <= m["done"]:
             return
-        pending = defaultdict(list)
-        later = []
-        for tick, part in buf.read():
-            if tick <= upto:
-                pending[tick].append(part)
-            else:
-                later.append((tick, part))
-        buf.clear()
-        for item in later:
-            buf.add(item)
+        pending = take_ticks_upto(buf, upto)
         if self.external:
             bic.clear()
             for t, u in updates.items():

@@ -11,7 +11,8 @@ BundleBasedDirectRunner delivers such firings): the stage re-arms and returns.
 """
 from __future__ import annotations
 
-from typing import Optional
+from collections import defaultdict
+from typing import Dict, List, Optional
 
 from apache_beam.utils.timestamp import Timestamp
 
@@ -39,3 +40,18 @@ class TickSchedule:
 
     def next_armed(self, upto: int) -> Optional[int]:
         return upto + 1 if upto < self.horizon_ticks else None
+
+
+def take_ticks_upto(buf, upto: int) -> Dict[int, List]:
+    """Read a bag of ``(tick, item)``, return the items of ticks ≤ ``upto`` by tick, and write back
+    only the later ones: a stage's state is read, rebuilt and written once per firing."""
+    pending, later = defaultdict(list), []
+    for tick, item in buf.read():
+        if tick <= upto:
+            pending[tick].append(item)
+        else:
+            later.append((tick, item))
+    buf.clear()
+    for entry in later:
+        buf.add(entry)
+    return pending
