@@ -24,3 +24,21 @@ def test_empty_and_valid_ticks_advance():
     assert e.step(np.zeros((0, 3))).tick == 1
     assert e.step([]).tick == 2
     assert e.step(np.ones((5, 3))).tick == 3
+
+
+def test_released_centers_lie_inside_the_public_ball():
+    """A's noisy means can land outside B(center, Λ); the released centers are clipped onto it
+    (post-processing). Data far outside the ball, clipped onto its boundary, made them reach 1.0025 Λ."""
+    import warnings
+
+    from dpstream import DPStreamClusterer
+    for s in range(6, 12):
+        rng = np.random.default_rng(s)
+        a = rng.uniform(0, 2 * np.pi, 3)
+        spots = np.c_[np.cos(a), np.sin(a)] * 20.0
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = DPStreamClusterer(n_clusters=3, radius=10.0, epsilon=1.0, random_state=s, horizon_ticks=8)
+            for _ in range(8):
+                m.partial_fit(spots[rng.integers(0, 3, 300)])
+                assert np.linalg.norm(m.cluster_centers_, axis=1).max() <= 10.0
