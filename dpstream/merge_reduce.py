@@ -1,14 +1,17 @@
 """DP-Merge-Reduce (Alg. 4) for every ring of one epoch.
 
-Per ring i: raw points wait in a level-0 buffer P_0 (never summarised before A:
-review finding 8); LevelZero-AboveThreshold (Alg. 5) decides at every tick
-whether P_0 holds ≈ M points; then P_0 is replaced by the DP semicoreset A of
-its parts (ring i, center f) for *every* f of the epoch's center set, and the
-result is merged into a binary-counter stack of levels reduced with black box B.
+Per ring i: points wait in a level-0 block P_0 (:mod:`dpstream.blocks`: exactly what A
+reads, never an approximate summary — review finding 8); LevelZero-AboveThreshold
+(Alg. 5) decides at every tick whether P_0 holds ≈ M points; then A releases P_0 — its
+parts (ring i, center f) for *every* f of the epoch's center set — and the result is
+merged into a binary-counter stack of levels reduced with black box B.
 
-At an epoch change or the horizon the pending buffers of every ring are flushed
-through A — every (ring, center) part, empty ones included — so no point is
-lost and each point still enters exactly one A call (review, "Flush fix").
+Block j of ring i in epoch e is opened under the key ("A", e, i, j) (its tree directions)
+and released under the same key, exactly once: a fire or the flush of an epoch change or
+the horizon. The flush sends every ring's pending block through A — every part, empty ones
+included — so no point is lost and each point still enters exactly one A call (review,
+"Flush fix"). Each ring is a separate state machine (:class:`RingMergeReduce`), so a Beam
+stage can hold one ring per key and draw the same noise.
 """
 from __future__ import annotations
 
@@ -24,17 +27,80 @@ from .semicoresets import Semicoreset, WeightedSet
 from .sparse_vector import LevelZeroAboveThreshold
 
 
-class EpochMergeReduce:
-    def __init__(self, cfg: EngineConfig, plan: PrivacyPlan, noise: NoiseSource, A: Semicoreset, epoch: int,
+class RingMergeReduce:
+    """DP-Merge-Reduce (Alg. 4) of one (epoch, ring): its open block and its levels (the sparse
+    vector of every ring of the epoch is stepped together by :class:`EpochMergeReduce`)."""
+
+    def __init__(self, cfg: EngineConfig, noise: NoiseSource, A: Semicoreset, epoch: int, ring: int,
                  centers: np.ndarray):
+        self.cfg, self.noise, self.A = cfg, noise, A
+        self.epoch, self.ring = int(epoch), int(ring)
+        self.centers = np.asarray(centers, dtype=float)
+        self.radii = np.full(self.centers.shape[0], float(cfg.ring_radius(ring)))
+        self.j = 0  # blocks released so far
+        self.last_release = 0  # tick of the last release (0: none yet)
+        self.block = self._open()
+        self.levels: List[Optional[WeightedSet]] = []
+        self.z = 1 if cfg.objective == "kmedian" else 2
+
+    def _key(self):
+        return ("A", self.epoch, self.ring, self.j)
+
+    def _open(self):
+        return self.A.open_block(self.centers, self.radii, self._key())
+
+    def add(self, x: np.ndarray, f: np.ndarray) -> None:
+        self.block.add(x, f)
+
+    def release_block(self, tick: int) -> None:
+        """A on the open block (a fire or a flush), then merge-reduce; a new block opens."""
+        out = self.A.release(self.block, self._key())
+        self._insert(WeightedSet(out.points, out.weights.astype(float), np.full(len(out), -1)), tick)
+        self.last_release = tick
+        self.j += 1
+        self.block = self._open()
+
+    def _insert(self, S: WeightedSet, tick: int) -> None:
+        lv = self.levels
+        j = 0
+        while j < len(lv) and lv[j] is not None:
+            S = reduce(self.cfg, self.noise, WeightedSet.concat([lv[j], S], self.cfg.dim),
+                       ("B", self.epoch, self.ring, tick, j), self.z)
+            lv[j] = None
+            j += 1
+        if j == len(lv):
+            lv.append(None)
+        lv[j] = S
+
+    def released(self) -> WeightedSet:
+        return WeightedSet.concat([s for s in self.levels if s is not None], self.cfg.dim)
+
+    def state_floats(self) -> int:
+        d = self.cfg.dim
+        return self.block.state_floats() + sum(len(s) * (d + 1) for s in self.levels if s is not None)
+
+
+def reduce(cfg: EngineConfig, noise: NoiseSource, S: WeightedSet, key, z: int = 2) -> WeightedSet:
+    """Black box B on a weighted set of DP outputs (post-processing), to at most s_B points."""
+    if len(S) <= cfg.s_b:
+        return S
+    p, w = sensitivity_sample(S.points, S.weights, cfg.s_b, cfg.n_clusters, noise.generator(key), z)
+    return WeightedSet(p, w, np.full(p.shape[0], -1))
+
+
+class EpochMergeReduce:
+    """Every ring of one epoch: the rings' sparse vectors (vectorised over rings) and their
+    :class:`RingMergeReduce` states."""
+
+    def __init__(self, cfg: EngineConfig, plan: PrivacyPlan, noise: NoiseSource, A: Semicoreset, epoch: int,
+                 centers: np.ndarray, block_size: int):
         self.cfg, self.plan, self.noise, self.A = cfg, plan, noise, A
         self.epoch = epoch
         self.centers = np.asarray(centers, dtype=float)
         I = cfg.n_rings
-        self.svt = LevelZeroAboveThreshold(I, cfg.block_size, plan.svt_scale, noise, ("svt", epoch))
-        self.buf_x: List[List[np.ndarray]] = [[] for _ in range(I)]
-        self.buf_f: List[List[np.ndarray]] = [[] for _ in range(I)]
-        self.levels: List[List[Optional[WeightedSet]]] = [[] for _ in range(I)]
+        self.block_size = int(block_size)
+        self.svt = LevelZeroAboveThreshold(I, self.block_size, plan.svt_scale, noise, ("svt", epoch))
+        self.rings = [RingMergeReduce(cfg, noise, A, epoch, i, self.centers) for i in range(I)]
         self.version = 0
         self.z = 1 if cfg.objective == "kmedian" else 2
         self.fires = 0
@@ -48,65 +114,35 @@ class EpochMergeReduce:
             bounds = np.searchsorted(rs, np.arange(I + 1))
             for i in np.flatnonzero(np.diff(bounds)):  # loop over rings, not points
                 sel = order[bounds[i]:bounds[i + 1]]
-                self.buf_x[i].append(x[sel])
-                self.buf_f[i].append(f[sel])
+                self.rings[i].add(x[sel], f[sel])
         arrivals = np.bincount(ring, minlength=I) if len(x) else np.zeros(I, dtype=np.int64)
         fired = self.svt.step(tick, arrivals)
+        for i in np.flatnonzero(fired):
+            self.rings[i].release_block(tick)
         if fired.any():
-            self._run_A(np.flatnonzero(fired), tick, "fire")
+            self.fires += 1
+            self.version += 1
         return fired
 
     def flush(self, tick: int) -> None:
-        self._run_A(np.arange(self.cfg.n_rings), tick, "flush")
-
-    def _run_A(self, rings: np.ndarray, tick: int, why: str) -> None:
-        nF = self.centers.shape[0]
-        xs, parts = [], []
-        for pos, i in enumerate(rings):
-            if self.buf_x[i]:
-                xs.append(np.concatenate(self.buf_x[i]))
-                parts.append(pos * nF + np.concatenate(self.buf_f[i]))
-            self.buf_x[i], self.buf_f[i] = [], []
-        x = np.concatenate(xs) if xs else np.zeros((0, self.cfg.dim))
-        part = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
-        part_centers = np.tile(self.centers, (rings.size, 1))
-        part_radii = np.repeat(self.cfg.ring_radius(rings), nF)
-        out = self.A(x, part, part_centers, part_radii, ("A", self.epoch, tick, why))
-        ring_of_out = rings[out.part // nF] if len(out) else np.zeros(0, dtype=np.int64)
-        for pos, i in enumerate(rings):
-            sel = ring_of_out == i
-            self._insert(i, WeightedSet(out.points[sel], out.weights[sel].astype(float),
-                                        np.full(int(sel.sum()), -1)), tick)
+        """Release every ring's open block — except a ring that fired at this very tick, whose new
+        block is empty by construction (a function of its ⊤ output): a ring releases at most once
+        per tick, which is what A's run-wide threshold counts with."""
+        for r in self.rings:
+            if r.last_release != tick:
+                r.release_block(tick)
         self.fires += 1
         self.version += 1
 
-    def _insert(self, ring: int, S: WeightedSet, tick: int) -> None:
-        lv = self.levels[ring]
-        j = 0
-        while j < len(lv) and lv[j] is not None:
-            S = self.reduce(WeightedSet.concat([lv[j], S], self.cfg.dim), ("B", self.epoch, ring, tick, j))
-            lv[j] = None
-            j += 1
-        if j == len(lv):
-            lv.append(None)
-        lv[j] = S
-
     def reduce(self, S: WeightedSet, key) -> WeightedSet:
-        if len(S) <= self.cfg.s_b:
-            return S
-        rng = self.noise.generator(key)
-        p, w = sensitivity_sample(S.points, S.weights, self.cfg.s_b, self.cfg.n_clusters, rng, self.z)
-        return WeightedSet(p, w, np.full(p.shape[0], -1))
+        return reduce(self.cfg, self.noise, S, key, self.z)
 
     # -- release ------------------------------------------------------------------
     def released(self) -> WeightedSet:
-        return WeightedSet.concat([s for lv in self.levels for s in lv if s is not None], self.cfg.dim)
+        return WeightedSet.concat([r.released() for r in self.rings], self.cfg.dim)
 
     def buffered(self) -> int:
-        return sum(a.shape[0] for b in self.buf_x for a in b)
+        return sum(r.block.n for r in self.rings)
 
     def state_floats(self) -> int:
-        d = self.cfg.dim
-        buf = self.buffered() * (d + 1)
-        lv = sum(len(s) * (d + 1) for l in self.levels for s in l if s is not None)
-        return buf + lv + self.svt.state_floats() + self.centers.size
+        return sum(r.state_floats() for r in self.rings) + self.svt.state_floats() + self.centers.size

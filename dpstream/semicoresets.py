@@ -14,10 +14,20 @@ integer noise (finding 6).  Weights below τ_w = (noise tail over the parts)
 are zeroed: post-processing that stops empty parts adding phantom mass
 (finding 14).
 
+Interface: ``block = A.open_block(centers, radii, key)`` opens the level-0 block of one
+(epoch, ring, block index) with its parts (:mod:`dpstream.blocks`: the form each A reads —
+exact leaf sums for the tree and snap, raw points for DP-Lloyd); ``block.add(x, part)``
+takes the ring's points tick by tick; ``A.release(block, key)`` is the DP step, run once per
+block. A part's output depends on that part's points and its own noise only (a Beam stage may
+shard parts): the tree, whose shape per part is a noisy decision, keys every draw by (block
+key, purpose, part); snap and lloyd, whose shapes are public, draw one array per purpose in
+part order.
+``A(x, part, centers, radii, key)`` does all three at once.
+
 Implementations:
 * ``TreeSemicoreset`` (default): noisy-count / noisy-mean LSH tree (§12(a)/(b)).
 * ``LloydSemicoreset``: DP-Lloyd turned into a semicoreset by Theorem 7 (§12(c)).
-* ``SnapSemicoreset``: each part snapped to its ball's center (§12(d)), the baseline.
+* ``SnapSemicoreset``: each part snapped to its ball's center (§12(d)), the paper's baseline.
 """
 from __future__ import annotations
 
@@ -26,6 +36,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .blocks import LeafSketch, RawBlock, normalise, quantise
 from .noise import NoiseSource
 from .params import EngineConfig
 from .privacy import PrivacyPlan
@@ -79,74 +90,109 @@ class Semicoreset:
         self.plan = plan
         self.noise = noise
         self.grid = float(2 ** cfg.sum_grid_bits)
-        self.calls = []  # (key, number of input points) of each call, for tracer tests when enabled
+        self.calls = []  # (key, number of input points) of each release, for tracer tests when enabled
         self.record_calls = False
+
+    # -- the interface ----------------------------------------------------------
+    def open_block(self, centers, radii, key):  # pragma: no cover - interface
+        raise NotImplementedError
+
+    def release(self, block, key) -> WeightedSet:
+        """The DP step on a whole block: a weighted set in data coordinates (zero weights dropped)."""
+        if self.record_calls:
+            self.calls.append((key, int(block.n)))
+        out = self.run(block, key)
+        centers, radii = block.centers, block.radii
+        pts = centers[out.part] + radii[out.part][:, None] * out.points
+        keep = out.weights > 0
+        return WeightedSet(pts[keep], out.weights[keep], out.part[keep])
+
+    def __call__(self, x, part, centers, radii, key) -> WeightedSet:
+        block = self.open_block(np.asarray(centers, dtype=float), np.asarray(radii, dtype=float), key)
+        block.add(np.asarray(x, dtype=float).reshape(-1, self.cfg.dim), np.asarray(part, dtype=np.int64))
+        return self.release(block, key)
+
+    def run(self, block, key) -> WeightedSet:  # pragma: no cover - interface
+        raise NotImplementedError
 
     # -- helpers shared by the implementations --------------------------------
     def normalise(self, x, part, centers, radii):
-        y = (x - centers[part]) / radii[part][:, None]
-        nrm = np.linalg.norm(y, axis=1)
-        over = nrm > 1.0
-        if over.any():  # float rounding at dist ≈ r_i (review finding 18)
-            y[over] /= nrm[over][:, None] * (1 + 1e-12)
-        return y
-
-    def noisy_counts(self, key, counts: np.ndarray) -> np.ndarray:
-        return counts.astype(np.int64) + self.noise.int_noise(key, counts.shape, self.plan.a_mechanism,
-                                                              self.plan.a_count_scale)
-
-    def noisy_sums(self, key, y_sums_q: np.ndarray) -> np.ndarray:
-        """Quantised integer sums + integer noise (grid units) → float sums in normalised units."""
-        z = self.noise.int_noise(key, y_sums_q.shape, self.plan.a_mechanism, self.plan.a_sum_scale * self.grid)
-        return (y_sums_q + z) / self.grid
+        return normalise(x, part, centers, radii)
 
     def quantise(self, y: np.ndarray) -> np.ndarray:
-        # truncation toward zero keeps |q_j| ≤ |y_j|·grid, so ℓ1/ℓ2 bounds of y carry over
-        return np.trunc(y * self.grid).astype(np.int64)
+        return quantise(y, self.grid)
+
+    def part_noise(self, key, owner: np.ndarray, tail=(), scale: float = None, per_part: bool = True) -> np.ndarray:
+        """Integer noise for entries owned by parts ``owner`` (sorted ascending).
+
+        ``per_part``: part p's entries draw under ``key + (p,)``, so a part's noise never depends
+        on another part's shape (the tree, whose nodes per part are noisy decisions). Otherwise the
+        shape is public (snap: one count per part; lloyd: k per part) and one draw under ``key``
+        covers every part in order: entry i is the i-th value whoever draws it."""
+        scale = self.plan.a_count_scale if scale is None else scale
+        if owner.size == 0:
+            return np.zeros((0,) + tuple(tail), dtype=np.int64)
+        if not per_part:
+            return self.noise.int_noise(key, (owner.size,) + tuple(tail), self.plan.a_mechanism, scale)
+        starts = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]])
+        ends = np.r_[starts[1:], owner.size]
+        # loop over parts, not points; the draws keep their own dtype (integer noise stays integer)
+        return np.concatenate([self.noise.int_noise(key + (int(owner[a]),), (b - a,) + tuple(tail),
+                                                    self.plan.a_mechanism, scale) for a, b in zip(starts, ends)])
+
+    per_part_noise = False
+
+    def noisy_counts(self, key, counts: np.ndarray, owner: np.ndarray) -> np.ndarray:
+        return counts.astype(np.int64) + self.part_noise(key, owner, per_part=self.per_part_noise)
+
+    def noisy_sums(self, key, y_sums_q: np.ndarray, owner: np.ndarray) -> np.ndarray:
+        """Quantised integer sums + integer noise (grid units) → float sums in normalised units."""
+        z = self.part_noise(key, owner, y_sums_q.shape[1:], self.plan.a_sum_scale * self.grid,
+                            per_part=self.per_part_noise)
+        return (y_sums_q + z) / self.grid
 
     def count_tail(self, n_draws: int, run_wide: bool = True) -> float:
         """τ_w: with prob ≥ 1−β no noise among ``n_draws`` count draws exceeds it.
 
-        ``run_wide`` takes the union bound over every tick of the run as well (a public
-        number), so empty parts add no phantom mass over the whole stream (review finding 14);
-        counts *inside* a part whose own count already passed use the bound of one call.
+        ``run_wide`` takes the union bound over every block the run can release as well (at most
+        one per ring per tick: a public number), so empty parts add no phantom mass over the
+        whole stream (review finding 14); counts *inside* a part whose own count already passed
+        use the bound of one release.
         """
         beta = self.cfg.weight_beta
-        n = max(int(n_draws), 1) * (self.cfg.horizon_ticks if run_wide else 1)
+        n = max(int(n_draws), 1) * (self.cfg.horizon_ticks * self.cfg.n_rings if run_wide else 1)
         s = self.plan.a_count_scale
         if self.plan.a_mechanism == "gaussian":
             return s * math.sqrt(2.0 * math.log(2.0 * n / beta))
         return s * math.log(2.0 * n / beta)
+
+    def leaf_threshold(self) -> float:
+        """θ_k, the noisy count a released part or leaf needs (one part; public): the block-size rule's unit."""
+        if self.plan.a_sum_scale > 0:
+            return max(self.count_tail(1, run_wide=False), self.cfg.tree_keep_factor * self.sum_noise_norm())
+        return self.count_tail(1)
 
     def sum_noise_norm(self) -> float:
         s = self.plan.a_sum_scale
         per = s if self.plan.a_mechanism == "gaussian" else s * math.sqrt(2.0)
         return math.sqrt(self.cfg.dim) * per
 
-    def __call__(self, x, part, centers, radii, key) -> WeightedSet:
-        centers = np.asarray(centers, dtype=float)
-        radii = np.asarray(radii, dtype=float)
-        part = np.asarray(part, dtype=np.int64)
-        if self.record_calls:
-            self.calls.append((key, int(x.shape[0])))
-        y = self.normalise(np.asarray(x, dtype=float), part, centers, radii) if len(x) else np.zeros((0, self.cfg.dim))
-        out = self.run(y, part, centers.shape[0], key)
-        pts = centers[out.part] + radii[out.part][:, None] * out.points
-        keep = out.weights > 0
-        return WeightedSet(pts[keep], out.weights[keep], out.part[keep])
-
-    def run(self, y, part, n_parts, key) -> WeightedSet:  # pragma: no cover - interface
-        raise NotImplementedError
-
 
 class SnapSemicoreset(Semicoreset):
-    """A(block) = {(c_p, n_p + noise)} per part: Theorem 7 with C = {c_p} (notes §12(d))."""
+    """A(block) = {(c_p, n_p + noise)} per part: Theorem 7 with C = {c_p} (notes §12(d)); the
+    paper's baseline ("assign to the bicriteria centers")."""
 
     name = "snap"
 
-    def run(self, y, part, n_parts, key):
-        counts = np.bincount(part, minlength=n_parts)
-        w = self.noisy_counts(key + ("count",), counts)
+    def open_block(self, centers, radii, key):
+        return LeafSketch(centers, radii, np.zeros((0, self.cfg.dim)), self.cfg.dim, self.grid, with_sums=False)
+
+    def run(self, block, key):
+        keys, cnt, _ = block.compact()
+        n_parts = block.n_parts
+        counts = np.zeros(n_parts, dtype=np.int64)
+        counts[keys] = cnt
+        w = self.noisy_counts(key + ("count",), counts, np.arange(n_parts))
         w = np.where(w >= self.count_tail(n_parts), w, 0)
         return WeightedSet(np.zeros((n_parts, self.cfg.dim)), w, np.arange(n_parts))
 
@@ -155,90 +201,88 @@ class TreeSemicoreset(Semicoreset):
     """Noisy-count / noisy-mean tree coreset (notes §12(a)/(b)).
 
     Per part, a binary tree of depth D splits by random hyperplanes through the
-    ball's center (one keyed direction per depth, shared by all parts of the
-    call).  Every node on a branched path gets a noisy count; a node branches iff
-    its noisy count ≥ θ_b, and then *both* children are counted (the tree's shape
-    is a function of noisy counts only).  Leaves are kept nodes without kept
-    children; each releases (noisy sum / noisy count, noisy count), with the sum
-    of the leaf's quantised normalised points.  A record enters D+1 counts and
-    one sum: the plan's multiplicities (D+1, 1).
+    ball's center (D keyed directions per block, shared by its parts: a SimHash LSH,
+    i.e. the partition lives in a data-independent D-dimensional random projection while
+    sums are noised in the original space). Every node on a branched path gets a noisy
+    count; a node branches iff its noisy count ≥ θ_b, and then *both* children are
+    counted (the tree's shape is a function of noisy counts only). Leaves are kept nodes
+    without kept children; each releases (noisy sum / noisy count, noisy count), with
+    the sum of the leaf's quantised normalised points. (Keeping an unkept child's points
+    in its parent instead — no mass lost — was measured worse everywhere but china: the
+    coarse parent means sit between clusters.) A record enters D+1 counts and
+    one sum: the plan's multiplicities (D+1, 1). The block is a :class:`LeafSketch`
+    (exact per-leaf counts and sums), from which every count and sum below is exact.
     """
 
     name = "tree"
+    per_part_noise = True
 
-    def run(self, y, part, n_parts, key):
-        cfg = self.cfg
-        D, d = cfg.tree_depth, cfg.dim
+    def open_block(self, centers, radii, key):
+        D, d = self.cfg.tree_depth, self.cfg.dim
         V = self.noise.generator(key + ("directions",), D * d).normal(size=(D, d))
-        bits = (y @ V.T >= 0) if len(y) else np.zeros((0, D), dtype=bool)
+        return LeafSketch(centers, radii, V, d, self.grid)
+
+    def thresholds(self, n_parts: int):
+        """(θ_root, θ_keep, θ_branch) of a release with ``n_parts`` parts (public numbers)."""
+        cfg = self.cfg
         theta_k = max(self.count_tail(n_parts, run_wide=False), cfg.tree_keep_factor * self.sum_noise_norm())
         theta_root = max(theta_k, self.count_tail(n_parts))  # an empty part's root must not pass
-        theta_b = max(cfg.tree_branch_factor, 1.0) * theta_k
-        # level 0: the roots (every part, empty ones included)
+        return theta_root, theta_k, max(cfg.tree_branch_factor, 1.0) * theta_k
+
+    def run(self, block, key):
+        D, d = block.depth, self.cfg.dim
+        keys, ecount, esum = block.compact()
+        n_parts = block.n_parts
+        theta_root, theta_k, theta_b = self.thresholds(n_parts)
         node_key = np.arange(n_parts, dtype=np.int64)  # key at level l: part·2^l + path code
-        pt_node = part.copy()  # index into the current level's node list, -1 once off-tree
-        levels = []  # per level: (keys, noisy counts, kept, branched, parent index)
         parent = np.full(n_parts, -1, dtype=np.int64)
-        point_nodes = []
+        levels = []  # per level: (keys, noisy counts, kept, parent index)
         for lv in range(D + 1):
-            counts = np.bincount(pt_node[pt_node >= 0], minlength=node_key.size)
-            noisy = self.noisy_counts(key + ("count", lv), counts)
+            pref = keys >> (D - lv)
+            counts = np.zeros(node_key.size, dtype=np.int64)
+            if pref.size:
+                pos = np.minimum(np.searchsorted(node_key, pref), node_key.size - 1)
+                hit = node_key[pos] == pref
+                np.add.at(counts, pos[hit], ecount[hit])
+            noisy = self.noisy_counts(key + ("count", lv), counts, node_key >> lv)
             kept = noisy >= (theta_root if lv == 0 else theta_k)
             branched = kept & (noisy >= theta_b) & (lv < D)  # branched ⇒ kept: one leaf per path
-            levels.append((node_key, noisy, kept, branched, parent))
-            point_nodes.append(pt_node.copy())
+            levels.append((node_key, noisy, kept, parent))
             if lv == D or not branched.any():
                 break
-            # children of branched nodes, keys sorted (the noise index order)
-            bidx = np.flatnonzero(branched)
-            ch_parent = np.repeat(bidx, 2)
-            ch_key = np.repeat(node_key[bidx] * 2, 2) + np.tile([0, 1], bidx.size)
-            # child key: (part·2^l + code)·2 + bit ... with code read most-significant-first
-            order = np.argsort(ch_key, kind="stable")
-            ch_key, ch_parent = ch_key[order], ch_parent[order]
-            on = pt_node >= 0
-            nxt = np.full(len(y), -1, dtype=np.int64)
-            if on.any():
-                pk = node_key[pt_node[on]] * 2 + bits[on, lv]
-                pos = np.searchsorted(ch_key, pk)
-                pos_c = np.minimum(pos, ch_key.size - 1)
-                hit = (pos < ch_key.size) & (ch_key[pos_c] == pk)
-                tmp = np.full(pk.size, -1, dtype=np.int64)
-                tmp[hit] = pos_c[hit]
-                nxt[on] = tmp
-            pt_node, node_key, parent = nxt, ch_key, ch_parent
-        # leaves: kept nodes with no kept child
-        n_lv = len(levels)
+            bidx = np.flatnonzero(branched)  # children of branched nodes; keys stay sorted
+            parent = np.repeat(bidx, 2)
+            node_key = np.repeat(node_key[bidx] * 2, 2) + np.tile([0, 1], bidx.size)
+        # leaves: kept nodes with no kept child (points of an unkept child are not released)
         has_kept_child = [np.zeros(lv[0].size, dtype=bool) for lv in levels]
-        for lv in range(n_lv - 1, 0, -1):
-            _, _, kept, _, par = levels[lv]
+        for lv in range(len(levels) - 1, 0, -1):
+            _, _, kept, par = levels[lv]
             np.logical_or.at(has_kept_child[lv - 1], par[kept], True)
-        leaf_w, leaf_part = [], []
-        pt_leaf = np.full(len(y), -1, dtype=np.int64)
-        n_leaves = 0
-        for lv in range(n_lv):
-            keys, noisy, kept, _, _ = levels[lv]
-            is_leaf = kept & ~has_kept_child[lv]
-            li = np.flatnonzero(is_leaf)
+        leaf_key, leaf_w, leaf_part, leaf_sum = [], [], [], []
+        for lv, (nk, noisy, kept, _) in enumerate(levels):
+            li = np.flatnonzero(kept & ~has_kept_child[lv])
             if li.size == 0:
                 continue
-            gid = np.full(keys.size, -1, dtype=np.int64)
-            gid[li] = n_leaves + np.arange(li.size)
-            pn = point_nodes[lv]
-            on = pn >= 0
-            sel = np.flatnonzero(on)
-            g = gid[pn[sel]]
-            pt_leaf[sel[g >= 0]] = g[g >= 0]
+            sums = np.zeros((li.size, d), dtype=np.int64)
+            if keys.size:
+                pref = keys >> (D - lv)
+                lk = nk[li]
+                pos = np.minimum(np.searchsorted(lk, pref), lk.size - 1)
+                hit = lk[pos] == pref
+                if hit.any():
+                    sums = group_sum(pos[hit], esum[hit], li.size)
+            leaf_key.append(nk[li])
             leaf_w.append(noisy[li])
-            leaf_part.append(keys[li] >> lv)
-            n_leaves += li.size
-        if n_leaves == 0:
+            leaf_part.append(nk[li] >> lv)
+            leaf_sum.append(sums)
+        if not leaf_w:
             return WeightedSet.empty(d)
         w = np.concatenate(leaf_w)
         parts = np.concatenate(leaf_part)
-        on = pt_leaf >= 0
-        sums_q = group_sum(pt_leaf[on], self.quantise(y[on]), n_leaves)
-        sums = self.noisy_sums(key + ("sum",), sums_q)
+        order = np.argsort(parts, kind="stable")  # group each part's leaves for its own sum key
+        w, parts = w[order], parts[order]
+        sums_q = np.concatenate(leaf_sum)[order]
+        sums = self.noisy_sums(key + ("sum",), sums_q, parts)
         means = sums / np.maximum(w, 1)[:, None]
         nrm = np.linalg.norm(means, axis=1)
         means = np.where((nrm > 1)[:, None], means / np.maximum(nrm, 1e-300)[:, None], means)
@@ -252,27 +296,33 @@ class LloydSemicoreset(Semicoreset):
     of noisy counts and noisy quantised sums per (part, center), then one more
     noisy count per (part, center) for the weights.  A record enters I+1 counts
     and I sums.  A center whose noisy count is < 1 keeps its previous position
-    (a branch on a noisy value, not on an exact count).
+    (a branch on a noisy value, not on an exact count). The block keeps raw points.
     """
 
     name = "lloyd"
 
-    def run(self, y, part, n_parts, key):
+    def open_block(self, centers, radii, key):
+        return RawBlock(centers, radii, self.cfg.dim)
+
+    def run(self, block, key):
         cfg = self.cfg
         k, d = cfg.n_clusters, cfg.dim
+        y, part = block.points()
+        n_parts = block.n_parts
         g = self.noise.generator(key + ("init",), k * d + k)
         init = g.normal(size=(k, d))
         init *= (0.5 * g.uniform(size=k) ** (1.0 / d) / np.linalg.norm(init, axis=1))[:, None]
         C = np.broadcast_to(init, (n_parts, k, d)).copy()
         n_cells = n_parts * k
+        owner = np.repeat(np.arange(n_parts), k)
         for it in range(cfg.lloyd_iters + 1):
             cell = part * k + self._labels(y, part, C) if len(y) else np.zeros(0, dtype=np.int64)
             counts = np.bincount(cell, minlength=n_cells)
-            noisy = self.noisy_counts(key + ("count", it), counts)
+            noisy = self.noisy_counts(key + ("count", it), counts, owner)
             if it == cfg.lloyd_iters:
                 break
             sums = self.noisy_sums(key + ("sum", it), group_sum(cell, self.quantise(y), n_cells)
-                                   if len(y) else np.zeros((n_cells, d), dtype=np.int64))
+                                   if len(y) else np.zeros((n_cells, d), dtype=np.int64), owner)
             newc = sums / np.maximum(noisy, 1)[:, None]
             nrm = np.linalg.norm(newc, axis=1)
             newc = np.where((nrm > 1)[:, None], newc / np.maximum(nrm, 1e-300)[:, None], newc)
@@ -280,8 +330,7 @@ class LloydSemicoreset(Semicoreset):
             flat = np.where((noisy >= 1)[:, None], newc, flat)
             C = flat.reshape(n_parts, k, d)
         w = np.where(noisy >= self.count_tail(n_cells), noisy, 0)
-        return WeightedSet(C.reshape(n_cells, d), w, np.repeat(np.arange(n_parts), k))
-
+        return WeightedSet(C.reshape(n_cells, d), w, owner)
 
     @staticmethod
     def _labels(y, part, C):

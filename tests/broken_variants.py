@@ -5,20 +5,43 @@ test can show that its check catches it.
 """
 import numpy as np
 
+import dpstream.blocks as blocks_mod
 import dpstream.semicoresets as sc_mod
 from dpstream.semicoresets import WeightedSet
 
 
+def _parts_with_points(block):
+    if isinstance(block, blocks_mod.RawBlock):
+        return np.unique(block.raw()[1])
+    keys, _, _ = block.compact()
+    return np.unique(keys >> block.depth)
+
+
+def _restrict(block, used):
+    """The same block with only the parts ``used`` (renumbered 0..len(used)-1)."""
+    if isinstance(block, blocks_mod.RawBlock):
+        x, p = block.raw()
+        sub = blocks_mod.RawBlock(block.centers[used], block.radii[used], block.dim)
+        sub.add(x, np.searchsorted(used, p))
+        return sub
+    keys, counts, sums = block.compact()
+    sub = blocks_mod.LeafSketch(block.centers[used], block.radii[used], block.V, block.dim, block.grid,
+                                block.with_sums)
+    mask = (1 << block.depth) - 1
+    sub.keys = (np.searchsorted(used, keys >> block.depth) << block.depth) | (keys & mask)
+    sub.counts, sub.sums, sub.n = counts, sums, block.n
+    return sub
+
+
 def a_skips_empty_parts(monkeypatch):
     """The natural-but-wrong A: only parts that received points are processed (review finding 1)."""
-    orig = sc_mod.Semicoreset.__call__
+    orig = sc_mod.Semicoreset.release
 
-    def call(self, x, part, centers, radii, key):
-        part = np.asarray(part, dtype=np.int64)
-        used = np.unique(part)
+    def release(self, block, key):
+        used = _parts_with_points(block)
         if used.size == 0:
             return WeightedSet.empty(self.cfg.dim)
-        out = orig(self, x, np.searchsorted(used, part), np.asarray(centers)[used], np.asarray(radii)[used], key)
+        out = orig(self, _restrict(block, used), key)
         return WeightedSet(out.points, out.weights, used[out.part])
 
-    monkeypatch.setattr(sc_mod.Semicoreset, "__call__", call)
+    monkeypatch.setattr(sc_mod.Semicoreset, "release", release)

@@ -41,7 +41,8 @@ EMPTY_TICKS = (7, 8)
 
 def _cfg(**kw):
     base = dict(n_clusters=2, dim=2, radius=10.0, epsilon=1.0, delta=1e-6, horizon_ticks=N_TICKS,
-                grid_levels=3, n_trees=2, n_reps=2, block_size=150, n_rings=6, tree_depth=4)
+                grid_levels=3, n_trees=2, n_reps=2, block_size=150, n_rings=6, tree_depth=4, bicriteria=True,
+                privacy_split=(0.1, 0.05, 0.85), epoch_schedule="doubling")
     base.update(kw)
     return EngineConfig(**base)
 
@@ -109,6 +110,15 @@ def test_audit_add_remove_pure():
     audit(_cfg(neighbouring="add_remove", delta=0.0), _stream(), PLACEMENTS["empty_region"])
 
 
+@pytest.mark.parametrize("where", sorted(PLACEMENTS))
+def test_audit_default_configuration(where):
+    """The defaults: no bicriteria, the stream counter, rings around the released centers, epochs
+    gated on the DP count (the x shifts that count by one: the gate must not move)."""
+    cfg = EngineConfig(n_clusters=2, dim=2, radius=10.0, epsilon=1.0, horizon_ticks=N_TICKS, block_size=150)
+    e0, e1 = audit(cfg, _stream(), PLACEMENTS[where])
+    assert e0.epoch >= 2 and e0.counter is not None
+
+
 # -- broken engines ------------------------------------------------------------------------
 
 _a_skips_empty_parts = broken_variants.a_skips_empty_parts
@@ -138,9 +148,10 @@ def _empty_ticks_skip_counters(monkeypatch):
 
 def _flush_only_nonempty_rings(monkeypatch):
     def flush(self, tick):
-        rings = np.array([i for i in range(self.cfg.n_rings) if self.buf_x[i]], dtype=np.int64)
-        if rings.size:
-            self._run_A(rings, tick, "flush")
+        for r in self.rings:
+            if r.block.n and r.last_release != tick:
+                r.release_block(tick)
+        self.version += 1
 
     monkeypatch.setattr(mr_mod.EpochMergeReduce, "flush", flush)
 
@@ -187,15 +198,16 @@ def key_reuse(noise_keys: Counter):
     same values) when a node leaves the expansion: at most twice, and only those keys."""
     bad = {}
     for (key, size), n in noise_keys.items():
-        is_node = len(key) == 6 and key[0] == "bicriteria" and key[3] == "node"  # (bic, q, lv, node, j, i)
+        is_node = ((len(key) == 6 and key[0] == "bicriteria" and key[3] == "node")  # (bic, q, lv, node, j, i)
+                   or (len(key) == 4 and key[:2] == ("count", "node")))  # the stream counter's nodes
         if n > (2 if is_node else 1):
             bad[(key, size)] = n
     return bad
 
 
 def test_every_draw_has_its_own_key():
-    for semicoreset in ("tree", "lloyd"):
-        e, _ = run(_cfg(semicoreset=semicoreset, epoch_schedule="every"), _stream())
+    for semicoreset, over in (("tree", {}), ("lloyd", {}), ("tree", dict(bicriteria=False, privacy_split=(0, .1, .8, .1)))):
+        e, _ = run(_cfg(semicoreset=semicoreset, epoch_schedule="every", **over), _stream())
         assert e.epoch >= 2
         assert key_reuse(e.noise.keys) == {}
         n_node_twice = sum(1 for (k, _), n in e.noise.keys.items() if n == 2)

@@ -7,8 +7,11 @@ with and without it.  What x may touch, per the plan:
   in exactly one bucket row, by the vector (1, bits(cell of x)), so ℓ1 = 1 +
   popcount(id) ≤ 1 + B_ℓ with B_ℓ = d·b_ℓ (one *merged* vector counter: no ×2);
 * exactly one sparse-vector instance (one ring of one epoch), by +1 at x's tick;
-* at most one call of black box A (exactly one here: the run ends at the horizon,
-  whose flush sends every pending point through A);
+* exactly one level-0 block (the block of its ring, :mod:`dpstream.blocks`), which
+  black box A releases at most once (exactly once here: the run ends at the
+  horizon, whose flush sends every pending block through A);
+* the stream counter (the default configuration, without the bicriteria): +1 in
+  its one coordinate from x's tick on;
 * and ``PrivacyPlan.participation`` states exactly these numbers.
 
 The engine's *exact* counters are a function of the data alone, so their
@@ -27,6 +30,7 @@ import math
 import numpy as np
 import pytest
 
+import dpstream.blocks as blocks_mod
 import dpstream.engine as engine_mod
 import dpstream.merge_reduce as mr_mod
 import dpstream.semicoresets as sc_mod
@@ -54,48 +58,57 @@ def _stream(seed: int = 7, n_ticks: int = N_TICKS, per_tick: int = 100):
 
 def _cfg(**kw):
     base = dict(n_clusters=2, dim=2, radius=10.0, epsilon=1.0, delta=1e-6, horizon_ticks=N_TICKS,
-                grid_levels=3, n_trees=2, n_reps=2, block_size=150, n_rings=6, tree_depth=4)
+                grid_levels=3, n_trees=2, n_reps=2, block_size=150, n_rings=6, tree_depth=4, bicriteria=True,
+                privacy_split=(0.1, 0.05, 0.85))
     base.update(kw)
     return EngineConfig(**base)
 
 
 # -- instrumentation (installed per test with monkeypatch, removed afterwards) -------------
 
+_LOG = {"adds": [], "releases": [], "svt": []}  # of the engine run in progress
+
+
 def _install_spies(monkeypatch):
-    orig_call = sc_mod.Semicoreset.__call__
+    orig_release = sc_mod.Semicoreset.release
     orig_svt = svt_mod.LevelZeroAboveThreshold.step
 
-    def spy_call(self, x, part, centers, radii, key):
-        log = getattr(self.noise, "_a_log", None)
-        if log is not None:
-            log.append((key, np.array(x, dtype=float, copy=True)))
-        return orig_call(self, x, part, centers, radii, key)
+    def spy_add(orig):
+        def add(self, x, part):
+            _LOG["adds"].append((self, np.array(x, dtype=float, copy=True)))
+            return orig(self, x, part)
+        return add
+
+    def spy_release(self, block, key):
+        _LOG["releases"].append((block, key, int(block.n)))
+        return orig_release(self, block, key)
 
     def spy_svt(self, tick, arrivals):
         fired = orig_svt(self, tick, arrivals)
-        log = getattr(self.noise, "_svt_log", None)
-        if log is not None:
-            log.append((self.key, tick, np.array(arrivals, dtype=np.int64), np.array(fired)))
+        _LOG["svt"].append((self.key, tick, np.array(arrivals, dtype=np.int64), np.array(fired)))
         return fired
 
-    monkeypatch.setattr(sc_mod.Semicoreset, "__call__", spy_call)
+    for cls in (blocks_mod.LeafSketch, blocks_mod.RawBlock):
+        monkeypatch.setattr(cls, "add", spy_add(cls.add))
+    monkeypatch.setattr(sc_mod.Semicoreset, "release", spy_release)
     monkeypatch.setattr(svt_mod.LevelZeroAboveThreshold, "step", spy_svt)
 
 
 def _run(cfg, ticks, tracer=None, t0=T0, seed=SEED):
+    global _LOG
+    _LOG = {"adds": [], "releases": [], "svt": []}
     e = Engine(cfg, seed, trace=True)
     e.A.record_calls = True
-    e.noise._a_log = []
-    e.noise._svt_log = []
+    e.log = _LOG
     exact_t0 = ring_t0 = None
     for t, P in enumerate(ticks, 1):
         if tracer is not None and t == t0:
             P = np.r_[P, np.asarray(tracer, float)[None, :]]
         e.step(P)
         if t == t0:
-            exact_t0 = e.bic.counter.exact.copy()
+            exact_t0 = (e.bic.counter if e.bic is not None else e.counter).exact.copy()
             ring_t0 = int(e.last_ring[-1])  # the tracer is the tick's last row
-            e.noise._svt_count_t0 = (e.epoch, e.mr.svt.count.copy())
+            e.svt_count_t0 = (e.epoch, e.mr.svt.count.copy())
     return e, exact_t0, ring_t0
 
 
@@ -105,6 +118,16 @@ def observe(cfg, tracer, ticks=None, t0=T0, seed=SEED):
     e1, ex1, ring_t0 = _run(cfg, ticks, tracer, t0, seed)
     clipped, _ = engine_mod.clip_to_ball(np.asarray(tracer, float)[None, :].copy(), cfg.center_vec, cfg.radius)
     return dict(cfg=cfg, e0=e0, e1=e1, ex0=ex0, ex1=ex1, clipped=clipped[0], t0=t0, ring_t0=ring_t0)
+
+
+def tracer_blocks(obs):
+    """The distinct level-0 blocks whose input held the tracer's (unique) coordinates."""
+    c = obs["clipped"]
+    blocks = []
+    for b, x in obs["e1"].log["adds"]:
+        if x.size and np.any(np.all(x == c, axis=1)) and not any(b is o for o in blocks):
+            blocks.append(b)
+    return blocks
 
 
 # -- independent expectations ------------------------------------------------------------
@@ -153,9 +176,18 @@ def check_bicriteria(obs):
     return Q * L * R
 
 
+def check_counter(obs):
+    """The stream counter: exactly one more point, from the tracer's tick on."""
+    e0, e1 = obs["e0"], obs["e1"]
+    assert e0.bic is None and e1.counter is not None
+    np.testing.assert_array_equal(obs["ex1"] - obs["ex0"], [1])
+    np.testing.assert_array_equal(e1.counter.exact - e0.counter.exact, [1])
+    return 1
+
+
 def check_svt(obs):
     """Arrivals of every SVT instance agree except one (instance, tick=t0, ring) entry, by +1."""
-    log0, log1 = obs["e0"].noise._svt_log, obs["e1"].noise._svt_log
+    log0, log1 = obs["e0"].log["svt"], obs["e1"].log["svt"]
     t0 = obs["t0"]
     upto0 = [r for r in log0 if r[1] <= t0]
     upto1 = [r for r in log1 if r[1] <= t0]
@@ -173,7 +205,7 @@ def check_svt(obs):
     assert ring == obs["ring_t0"], "the SVT count that moved is not the tracer's ring"
     # the instances' running counts right after t0: one ring ahead by one, unless it fired at t0
     # (then both reset to 0), and no other difference
-    (ep0, c0), (ep1, c1) = obs["e0"].noise._svt_count_t0, obs["e1"].noise._svt_count_t0
+    (ep0, c0), (ep1, c1) = obs["e0"].svt_count_t0, obs["e1"].svt_count_t0
     fired_t0 = [f for kk, tt, _, f in upto1 if tt == t0 and kk == k][0]
     if ep0 == ep1 and k == ("svt", ep1):  # the tracer's instance is still the open epoch's
         d = c1 - c0
@@ -184,33 +216,37 @@ def check_svt(obs):
 
 
 def check_semicoreset(obs):
-    """The tracer (its clipped coordinates are unique) is in exactly one A call, and the
-    runs' A calls agree up to that call, which holds one more point."""
-    c = obs["clipped"]
-    log1 = obs["e1"].noise._a_log
-    hits = [i for i, (_, x) in enumerate(log1) if x.size and np.any(np.all(x == c, axis=1))]
-    assert len(hits) == 1, f"tracer entered {len(hits)} calls of black box A"
+    """The tracer (its clipped coordinates are unique) entered exactly one level-0 block, which
+    A released exactly once; the runs' A releases agree up to that one, which holds one more point."""
+    blocks = tracer_blocks(obs)
+    assert len(blocks) == 1, f"tracer entered {len(blocks)} level-0 blocks"
+    rel1 = obs["e1"].log["releases"]
+    hits = [i for i, (b, _, _) in enumerate(rel1) if b is blocks[0]]
+    assert len(hits) == 1, f"the tracer's block was released by A {len(hits)} times"
     j = hits[0]
     calls0, calls1 = obs["e0"].A.calls, obs["e1"].A.calls
-    assert len(calls1) == len(log1)
+    assert len(calls1) == len(rel1)
     assert calls0[:j] == calls1[:j]
     assert calls0[j][0] == calls1[j][0] and calls1[j][1] == calls0[j][1] + 1
     return 1
 
 
-def check_plan(obs, n_bic, n_svt, n_a):
+def check_plan(obs, n_bic, n_svt, n_a, n_cnt):
     part = obs["e1"].plan.participation
     cfg = obs["cfg"]
-    assert part["bicriteria_counter_instances"] == n_bic == cfg.n_trees * cfg.grid_levels * cfg.n_reps
+    assert part["bicriteria_counter_instances"] == n_bic == (
+        cfg.n_trees * cfg.grid_levels * cfg.n_reps if cfg.bicriteria else 0)
+    assert part["stream_counter_instances"] == n_cnt
     assert part["sparse_vector_instances"] == n_svt == 1
     assert part["semicoreset_calls_at_most"] == 1 and n_a <= 1
 
 
 def check_all(obs):
-    n_bic = check_bicriteria(obs)
+    n_bic = check_bicriteria(obs) if obs["cfg"].bicriteria else 0
+    n_cnt = 0 if obs["cfg"].bicriteria else check_counter(obs)
     n_svt = check_svt(obs)
     n_a = check_semicoreset(obs)
-    check_plan(obs, n_bic, n_svt, n_a)
+    check_plan(obs, n_bic, n_svt, n_a, n_cnt)
 
 
 # -- the tests ----------------------------------------------------------------------------
@@ -222,6 +258,9 @@ CASES = [
     (dict(n_trees=1, n_reps=1, grid_levels=4, semicoreset="lloyd"), (0.0, -10.0)),
     (dict(n_trees=3, n_reps=1, grid_levels=2, semicoreset="snap"), (3.1, 2.9)),
     (dict(n_trees=1, n_reps=3, grid_levels=2, semicoreset="tree", delta=0.0), (6.0, -7.0)),
+    # the defaults: no bicriteria, the stream counter, rings around the released centers
+    (dict(bicriteria=False, privacy_split=EngineConfig.privacy_split), (-7.0, -6.5)),
+    (dict(bicriteria=False, privacy_split=EngineConfig.privacy_split, semicoreset="lloyd", delta=0.0), (3.1, 2.9)),
 ]
 
 
@@ -240,9 +279,8 @@ def test_tracer_bic_and_mr_see_the_same_clipped_point(monkeypatch):
     c = obs["clipped"]
     assert np.linalg.norm(c - cfg.center_vec) <= cfg.radius
     assert np.allclose(c, [6.0, 8.0], atol=1e-9)
-    # the mr buffer just before the final flush held exactly that point: see the A input
-    hits = [x for _, x in obs["e1"].noise._a_log if x.size and np.any(np.all(x == c, axis=1))]
-    assert len(hits) == 1
+    # the tracer's level-0 block held exactly that point
+    assert len(tracer_blocks(obs)) == 1
     check_bicriteria(obs)  # bits computed from the same clipped c
 
 
@@ -279,16 +317,15 @@ def _broken_svt_two_rings(monkeypatch):
 
 
 def _broken_a_twice(monkeypatch):
-    """Buffers survive a fire: the block enters A again at the next fire/flush."""
-    orig = mr_mod.EpochMergeReduce._run_A
+    """A block survives a fire: its points enter A again at the ring's next fire/flush."""
+    orig = mr_mod.RingMergeReduce.release_block
 
-    def run_a(self, rings, tick, why):
-        saved = ([list(b) for b in self.buf_x], [list(b) for b in self.buf_f])
-        orig(self, rings, tick, why)
-        if why == "fire":
-            self.buf_x, self.buf_f = saved
+    def release_block(self, tick):
+        kept = self.block
+        orig(self, tick)
+        self.block = kept
 
-    monkeypatch.setattr(mr_mod.EpochMergeReduce, "_run_A", run_a)
+    monkeypatch.setattr(mr_mod.RingMergeReduce, "release_block", release_block)
 
 
 def _broken_plan_design_count(monkeypatch):
@@ -309,7 +346,18 @@ BROKEN = {
     "svt_two_rings": (_broken_svt_two_rings, check_svt),
     "a_block_reused": (_broken_a_twice, check_semicoreset),
     "plan_ignores_reps": (_broken_plan_design_count, check_all),
+    "counter_counts_twice": (None, check_counter),
 }
+
+
+def _broken_counter_twice(monkeypatch):
+    """The stream counter adds each point twice."""
+    orig = engine_mod.BinaryMechanism.step
+    monkeypatch.setattr(engine_mod.BinaryMechanism, "step",
+                        lambda self, u: orig(self, None if u is None else 2 * np.asarray(u)))
+
+
+BROKEN["counter_counts_twice"] = (_broken_counter_twice, check_counter)
 
 
 @pytest.mark.parametrize("name", sorted(BROKEN))
@@ -317,6 +365,8 @@ def test_participation_checks_catch_broken_engines(monkeypatch, name):
     _install_spies(monkeypatch)
     breaker, check = BROKEN[name]
     breaker(monkeypatch)
-    obs = observe(_cfg(n_trees=2, n_reps=2, grid_levels=3, block_size=120), (-7.0, -6.5))
+    cfg = (_cfg(bicriteria=False, privacy_split=EngineConfig.privacy_split, block_size=120)
+           if check is check_counter else _cfg(n_trees=2, n_reps=2, grid_levels=3, block_size=120))
+    obs = observe(cfg, (-7.0, -6.5))
     with pytest.raises(AssertionError):
         check(obs)

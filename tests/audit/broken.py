@@ -110,9 +110,12 @@ def snap_releases_exact_count(monkeypatch):
     """The exact count leaked: the snap semicoreset uses its noisy count only to decide whether a part
     is released, and releases the part's exact count as its weight."""
 
-    def run(self, y, part, n_parts, key):
-        counts = np.bincount(part, minlength=n_parts)
-        w = self.noisy_counts(key + ("count",), counts)
+    def run(self, block, key):
+        keys, cnt, _ = block.compact()
+        n_parts = block.n_parts
+        counts = np.zeros(n_parts, dtype=np.int64)
+        counts[keys] = cnt
+        w = self.noisy_counts(key + ("count",), counts, np.arange(n_parts))
         w = np.where(w >= self.count_tail(n_parts), counts, 0)
         return sc_mod.WeightedSet(np.zeros((n_parts, self.cfg.dim)), w, np.arange(n_parts))
 

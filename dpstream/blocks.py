@@ -1,0 +1,176 @@
+"""The level-0 block of one (epoch, ring): Alg. 4's P_0, held in the form black box A reads.
+
+A block is opened for one (epoch, ring, block index j) with the ring's parts — one ball
+(center c_p, radius r_p) per center of the epoch — and receives that ring's points tick by
+tick until the sparse vector fires or the epoch ends; then A releases it, exactly once.
+
+Raw points stay raw until A (privacy review finding 8): nothing here samples, merges or
+approximates. What a block keeps is exactly what its A reads:
+
+* :class:`RawBlock` — the points themselves (DP-Lloyd iterates over them).
+* :class:`LeafSketch` — for the tree semicoreset (and snap, with depth 0): each point is
+  normalised into its part's ball, y = (x − c_p)/r_p clipped to ‖y‖ ≤ 1 (finding 18),
+  quantised to the public grid q = trunc(2^b·y) (finding 6), and given its leaf code in the
+  block's random-hyperplane tree (D keyed directions, fixed when the block opens). The tree
+  semicoreset reads nothing but the exact per-(part, leaf) counts and exact sums of q, so the
+  sketch holds those: A computed from it is identical, bit for bit, to A computed from the
+  points (tested), while its memory is min(points, parts·2^D)·(d+1) floats whatever the block
+  size M. Exact integer sums are 1-stable — one record changes one entry by its own q — so
+  every sensitivity of the plan holds unchanged.
+"""
+from __future__ import annotations
+
+from typing import List
+
+import numpy as np
+from scipy import sparse
+
+def normalise(x: np.ndarray, part: np.ndarray, centers: np.ndarray, radii: np.ndarray) -> np.ndarray:
+    """y = (x − c_p)/r_p, clipped to the unit ball (float rounding at dist ≈ r_p: finding 18)."""
+    y = x - centers[part]
+    r = radii[part]
+    if r.size and (r == r[0]).all():  # one ring: one radius
+        y *= 1.0 / r[0]
+    else:
+        y /= r[:, None]
+    sq = np.einsum("ij,ij->i", y, y)
+    over = sq > 1.0
+    if over.any():
+        y[over] /= (np.sqrt(sq[over]) * (1 + 1e-12))[:, None]
+    return y
+
+
+def quantise(y: np.ndarray, grid: float) -> np.ndarray:
+    # the cast truncates toward zero, which keeps |q_j| ≤ |y_j|·grid: the ℓ1/ℓ2 bounds of y carry over
+    return (y * grid).astype(np.int64)
+
+
+class RawBlock:
+    """P_0 as raw points with their part index (for A = DP-Lloyd)."""
+
+    def __init__(self, centers: np.ndarray, radii: np.ndarray, dim: int):
+        self.centers = np.asarray(centers, dtype=float)
+        self.radii = np.asarray(radii, dtype=float)
+        self.dim = dim
+        self._x: List[np.ndarray] = []
+        self._p: List[np.ndarray] = []
+        self.n = 0
+
+    @property
+    def n_parts(self) -> int:
+        return self.centers.shape[0]
+
+    def add(self, x: np.ndarray, part: np.ndarray) -> None:
+        if len(x):
+            self._x.append(np.asarray(x, dtype=float))
+            self._p.append(np.asarray(part, dtype=np.int64))
+            self.n += len(x)
+
+    def raw(self):
+        """(points x, part index) of the whole block, as added."""
+        if not self._x:
+            return np.zeros((0, self.dim)), np.zeros(0, dtype=np.int64)
+        x, p = np.concatenate(self._x), np.concatenate(self._p)
+        self._x, self._p = [x], [p]
+        return x, p
+
+    def points(self):
+        """(normalised points y, part index) of the whole block."""
+        if not self._x:
+            return np.zeros((0, self.dim)), np.zeros(0, dtype=np.int64)
+        x, p = np.concatenate(self._x), np.concatenate(self._p)
+        self._x, self._p = [x], [p]
+        return normalise(x, p, self.centers, self.radii), p
+
+    def state_floats(self) -> int:
+        return self.n * (self.dim + 1) + self.radii.size
+
+
+class LeafSketch:
+    """Exact per-(part, leaf) counts and quantised sums of a block (the tree's sufficient statistics).
+
+    ``directions`` is the (D, d) matrix of the block's hyperplanes (D = 0: one leaf per part,
+    counts only, for snap). A point's leaf code has bit D−1−l set iff ⟨y, v_l⟩ ≥ 0 (the first
+    hyperplane is the most significant bit), and its entry key is ``part · 2^D + code``, so the
+    node of level l on its path has key ``entry >> (D − l)`` = part · 2^l + (first l bits).
+    """
+
+    def __init__(self, centers: np.ndarray, radii: np.ndarray, directions: np.ndarray, dim: int,
+                 grid: float, with_sums: bool = True):
+        self.centers = np.asarray(centers, dtype=float)
+        self.radii = np.asarray(radii, dtype=float)
+        self.V = np.asarray(directions, dtype=float).reshape(-1, dim)
+        self.depth = self.V.shape[0]
+        self.dim = dim
+        self.grid = float(grid)
+        self.with_sums = with_sums
+        self.keys = np.zeros(0, dtype=np.int64)
+        self.counts = np.zeros(0, dtype=np.int64)
+        self.sums = np.zeros((0, dim if with_sums else 0), dtype=np.int64)
+        self._pending: list = []
+        self._n_pending = 0
+        self.n = 0
+        if self.n_parts.bit_length() + self.depth > 62:
+            raise ValueError("too many parts × tree depth for 63-bit leaf keys")
+
+    @property
+    def n_parts(self) -> int:
+        return self.centers.shape[0]
+
+    def entries_of(self, x: np.ndarray, part: np.ndarray):
+        """(keys, q) of points x with part indices ``part``: one entry per point, unaggregated."""
+        y = normalise(np.asarray(x, dtype=float), np.asarray(part, dtype=np.int64), self.centers, self.radii)
+        key = np.asarray(part, dtype=np.int64) << self.depth
+        if self.depth:
+            bits = (y @ self.V.T >= 0).astype(np.int64)
+            key = key | (bits << np.arange(self.depth - 1, -1, -1, dtype=np.int64)).sum(axis=1)
+        q = quantise(y, self.grid) if self.with_sums else np.zeros((len(y), 0), dtype=np.int64)
+        return key, q
+
+    def add(self, x: np.ndarray, part: np.ndarray) -> None:
+        if not len(x):
+            return
+        key, q = self.entries_of(x, part)
+        self._pending.append(_aggregate(key, np.ones(key.size, dtype=np.int64), q))
+        self._n_pending += self._pending[-1][0].size
+        self.n += len(x)
+        self.compact()  # every add: the table never holds a key twice (the state bound counts on it)
+
+    def compact(self):
+        """Fold pending entries into the sorted table; returns (keys, counts, sums)."""
+        for k, c, q in self._pending:  # each pending batch is sorted and unique: merge it in
+            pos = np.searchsorted(self.keys, k)
+            hit = np.zeros(k.size, dtype=bool)
+            inside = pos < self.keys.size
+            hit[inside] = self.keys[pos[inside]] == k[inside]
+            if hit.any():
+                self.counts[pos[hit]] += c[hit]
+                self.sums[pos[hit]] += q[hit]
+            new = ~hit
+            if new.any():
+                self.keys = np.insert(self.keys, pos[new], k[new])
+                self.counts = np.insert(self.counts, pos[new], c[new])
+                self.sums = np.insert(self.sums, pos[new], q[new], axis=0)
+        self._pending, self._n_pending = [], 0
+        return self.keys, self.counts, self.sums
+
+    def state_floats(self) -> int:
+        """Entries (key, count, sums) plus the block's directions and part radii."""
+        width = 2 + (self.dim if self.with_sums else 0)
+        return (self.keys.size + self._n_pending) * width + self.V.size + self.radii.size
+
+
+def _aggregate(key: np.ndarray, count: np.ndarray, q: np.ndarray):
+    """Sum counts and rows of q per distinct key; keys sorted ascending. The row sums are one
+    sparse (distinct keys × rows) product: a single pass over q, exact in int64."""
+    if key.size == 0:
+        return key, count, q
+    uniq, inv = np.unique(key, return_inverse=True)
+    counts = np.bincount(inv, weights=count, minlength=uniq.size).astype(np.int64) if count.size else count
+    if q.shape[1]:
+        M = sparse.csr_matrix((np.ones(key.size, dtype=np.int64), (inv, np.arange(key.size))),
+                              shape=(uniq.size, key.size))
+        sums = np.asarray(M @ q, dtype=np.int64)
+    else:
+        sums = np.zeros((uniq.size, 0), np.int64)
+    return uniq, counts, sums
