@@ -26,8 +26,9 @@ import numpy as np
 
 from .bicriteria import BicriteriaDPCenters
 from .coresets import sensitivity_sample
-from .counters import HorizonExceeded
+from .counters import BinaryMechanism, HorizonExceeded
 from .merge_reduce import EpochMergeReduce
+from . import rules
 from .noise import NoiseSource
 from .offline import cluster_coreset
 from .params import EngineConfig
@@ -38,21 +39,30 @@ from .semicoresets import WeightedSet, make_semicoreset
 
 
 def clip_to_ball(x: np.ndarray, center: np.ndarray, radius: float):
-    """Project points outside B(center, Λ) onto its boundary; returns (clipped, number clipped)."""
-    with np.errstate(over="ignore"):
+    """Project points outside B(center, Λ) onto its boundary; returns (clipped, number clipped).
+
+    One pass computes every row's squared distance; rows whose square overflows (huge or
+    infinite coordinates) take a slower path that scales by the largest coordinate first."""
+    with np.errstate(over="ignore", invalid="ignore"):
         y = x - center
-    inf_rows = ~np.all(np.isfinite(y), axis=1)
-    if inf_rows.any():  # x − center overflowed: the infinite coordinates dominate the direction
-        y[inf_rows] = np.where(np.isinf(y[inf_rows]), np.sign(y[inf_rows]), 0.0) * radius * 4
-    # scale rows by their max |coordinate| first so huge finite values cannot overflow the norm
-    big = np.abs(y).max(axis=1) if y.size else np.zeros(0)
-    big = np.where(big > 0, big, 1.0)
-    unit = y / big[:, None]
-    s = np.linalg.norm(unit, axis=1)  # ‖y‖ / big, in [1, √d]: never overflows
-    over = s > radius / big
+        sq = np.einsum("ij,ij->i", y, y) if y.size else np.zeros(len(y))
+    odd = ~(sq < 1e300)  # overflow, inf or nan from inf − inf
+    if odd.any():
+        yo = y[odd]
+        inf_rows = ~np.all(np.isfinite(yo), axis=1)
+        if inf_rows.any():  # x − center overflowed: the infinite coordinates dominate the direction
+            yo[inf_rows] = np.where(np.isinf(yo[inf_rows]), np.sign(yo[inf_rows]), 0.0) * radius * 4
+        big = np.abs(yo).max(axis=1)
+        big = np.where(big > 0, big, 1.0)
+        unit = yo / big[:, None]
+        s = np.linalg.norm(unit, axis=1)  # ‖y‖ / big, in [1, √d]: never overflows
+        y[odd] = unit * (radius / s)[:, None] * (1 - 1e-12)
+        sq[odd] = 0.0
+    over = sq > radius * radius
     if over.any():
-        y[over] = unit[over] * (radius / s[over])[:, None] * (1 - 1e-12)
-    return y + center, int(over.sum())
+        y[over] *= (radius / np.sqrt(sq[over]) * (1 - 1e-12))[:, None]
+    y += center
+    return y, int(over.sum() + odd.sum())
 
 
 class ExternalCenters:
@@ -82,6 +92,11 @@ class Engine:
         self.noise = NoiseSource(seed, trace=trace)
         self.plan = PrivacyPlan.build(cfg, seed_hash=self.noise.seed_hash)
         self.A = make_semicoreset(cfg, self.plan, self.noise)
+        self.block_size = cfg.block_size if cfg.block_size is not None else rules.block_size(
+            cfg, self.plan, self.A.leaf_threshold())
+        # the DP count estimate's own binary mechanism (review finding 16), unless the bicriteria gives it
+        self.counter = (BinaryMechanism(1, cfg.horizon_ticks, self.noise, ("count",), self.plan.count_mechanism,
+                                        self.plan.count_scale) if cfg.count_counter else None)
         self.external_bicriteria = bicriteria == "external" and cfg.bicriteria
         if not cfg.bicriteria:
             self.bic = None
@@ -94,11 +109,12 @@ class Engine:
         self.epoch = 0
         self.epoch_start = 0
         self.epoch_coresets: List[WeightedSet] = []
-        self.mr = EpochMergeReduce(cfg, self.plan, self.noise, self.A, 0, self.center[None, :])
+        self.mr = EpochMergeReduce(cfg, self.plan, self.noise, self.A, 0, self.center[None, :], self.block_size)
         self.n_clipped = 0  # operator telemetry: never enters a release
         self.n_points = 0  # operator telemetry
         self._cache_version = None
         self._adopted_bic = 1
+        self._epoch_count0 = 0.0  # DP count estimate when the open epoch started
         self._refits = 0
         self.peak_state = 0  # largest state_size() seen at the end of a tick's ingestion (before flushes)
         self._adopted_release = None
@@ -122,10 +138,19 @@ class Engine:
     def candidate_centers(self) -> np.ndarray:
         return self.bic.centers if self.bic is not None else self.center[None, :]
 
-    def _adopt_now(self, t: int, grown: bool) -> bool:
+    def _adopt_now(self, t: int, grown: bool, count: Optional[float]) -> bool:
+        """Is tick t an epoch change? A function of public parameters and DP outputs only (review
+        finding 10): ``count`` is this tick's DP count estimate."""
+        sched = self.cfg.epoch_schedule
+        if sched == "horizon":
+            # the epoch's points (DP count) have doubled and fill a block, and the new epoch would
+            # span at least half the run: ≤ log2(n/M) + 1 epochs, the last one the largest
+            if not grown or 2 * t > self.cfg.horizon_ticks or count is None:
+                return False
+            return count - self._epoch_count0 >= max(self.cfg.epoch_blocks * self.block_size, self._epoch_count0)
         if not grown:
             return False
-        if self.cfg.epoch_schedule == "every":
+        if sched == "every":
             return True
         return t >= max(1, 2 * self.epoch_start)
 
@@ -144,11 +169,11 @@ class Engine:
             x = x.reshape(0, cfg.dim)
         if x.ndim != 2 or x.shape[1] != cfg.dim or not np.all(np.isfinite(x)):
             raise ValueError(f"a tick must be a finite array of shape (n, {cfg.dim}), got shape {x.shape}")
-        x, nclip = clip_to_ball(x.copy(), self.center, cfg.radius)
+        x, nclip = clip_to_ball(x, self.center, cfg.radius)
         self.n_clipped += nclip
         self.n_points += x.shape[0]
         t = self.t + 1
-        ring, f = assign_parts(x, self.mr.centers, cfg.ring_base, cfg.n_rings)
+        ring, f = assign_parts(x, self.mr.centers, cfg.ring_base, cfg.n_rings, cfg.ring_ratio)
         self.last_ring = ring
         if self.external_bicriteria:
             new, count_est = bicriteria_update
@@ -158,6 +183,8 @@ class Engine:
             count_est = float(count_est)
         elif self.bic is not None:
             _, count_est = self.bic.step(x - self.center)
+        elif self.counter is not None:
+            count_est = float(self.counter.step(np.array([x.shape[0]], dtype=np.int64))[0])
         else:
             count_est = None
         self.mr.step(t, x, ring, f)
@@ -167,9 +194,13 @@ class Engine:
         if cfg.ring_centers == "bicriteria+released" and self._cache is not None:
             grown = grown or self._cache_version != self._adopted_release
         final = t == cfg.horizon_ticks
-        if self._adopt_now(t, grown) or final:
+        gate = count_est if count_est is not None else (float(self._cache[1].sum()) if self._cache else 0.0)
+        adopt = self._adopt_now(t, grown, gate)
+        if adopt or final or (t == 1 and cfg.epoch_schedule == "horizon"):
+            # (tick 1 flushes without an epoch change: the first release is a DP estimate)
             self.mr.flush(t)
-            if not final:
+            if adopt and not final:
+                self._epoch_count0 = gate
                 self._adopted_bic = F.shape[0]
                 if cfg.ring_centers == "bicriteria+released" and self._cache is not None:
                     # released centers of the previous tick are DP outputs: post-processing
@@ -184,7 +215,7 @@ class Engine:
         self.epoch_coresets.append(self.mr.reduce(S, ("B", self.epoch, "epoch", t)))
         self.epoch += 1
         self.epoch_start = t
-        self.mr = EpochMergeReduce(self.cfg, self.plan, self.noise, self.A, self.epoch, F.copy())
+        self.mr = EpochMergeReduce(self.cfg, self.plan, self.noise, self.A, self.epoch, F.copy(), self.block_size)
 
     def coreset(self) -> WeightedSet:
         return WeightedSet.concat(self.epoch_coresets + [self.mr.released()], self.cfg.dim)
@@ -199,22 +230,22 @@ class Engine:
             w = np.rint(w).astype(np.int64)
             keep = w > 0
             pts, w = pts[keep], w[keep]
-            # a fresh k-means++ fit at each epoch and every 8th refit, warm starts in between
-            warm = (self._cache is not None and self._refits % 8 != 0 and self._cache_version is not None
-                    and self._cache_version[0] == self.epoch)
+            # the previous release's centers (a DP output) compete with a fresh k-means++ fit,
+            # so the release can never stay stuck in an earlier epoch's local optimum
+            prev = self._cache[2] if self._cache is not None else None
             centers = cluster_coreset(pts, w, cfg.n_clusters, cfg.objective,
                                       self.noise.generator(("release", self.epoch, t, "cluster")),
-                                      self.center, n_init=cfg.n_init, init=self._cache[2] if warm else None)
+                                      self.center, n_init=cfg.n_init, init=prev)
             # centers inside the public ball (post-processing: A's noisy means can land outside it)
             centers, _ = clip_to_ball(np.array(centers, dtype=float), self.center, cfg.radius)
             self._refits += 1
             self._cache = (pts, w, centers)
             self._cache_version = version
         pts, w, centers = self._cache
-        if count_est is None:  # ablation without bicriteria: released mass (DP, biased low)
+        if count_est is None:  # no counter: the released mass (DP, biased low)
             count_est = float(w.sum())
         return Release(tick=t, epoch=self.epoch, centers=centers, coreset_points=pts, coreset_weights=w,
-                       count_estimate=float(count_est),
+                       count_estimate=max(0.0, float(count_est)),  # clamped: post-processing
                        n_candidate_centers=int(self.candidate_centers().shape[0]), plan=self.plan)
 
     def state_size(self) -> int:

@@ -17,7 +17,7 @@ import numpy as np
 RELATIONS = ("replace_one", "add_remove")
 OBJECTIVES = ("kmeans", "kmedian")
 SEMICORESETS = ("tree", "lloyd", "snap")
-EPOCH_SCHEDULES = ("doubling", "every")
+EPOCH_SCHEDULES = ("horizon", "doubling", "every")
 RING_CENTERS = ("bicriteria", "bicriteria+released")
 
 
@@ -52,13 +52,21 @@ class EngineConfig:
     counter's noise std at horizon).
 
     Merge-reduce (Alg. 4/5): n_rings (I+1; the ring base r_0 = 2Λ/2^(I)),
-    block_size (M), epoch_schedule, coreset_size (s_B of black box B).
+    block_size (M; None = the public rule of :mod:`dpstream.rules`, block_leaves·k
+    leaves of A's keep threshold), epoch_schedule ("horizon": epochs start at ticks
+    1, 2, 4, … ≤ T/2; "doubling"; "every"), coreset_size (s_B of black box B).
 
-    Black box A: semicoreset ("tree" | "lloyd" | "snap"), tree_depth,
+    Black box A: semicoreset ("tree" | "lloyd" | "snap"), tree_depth (None = rule),
     tree_keep_factor, tree_branch_factor, lloyd_iters, count_share (the part
-    of A's budget spent on counts), weight_beta (phantom-mass threshold).
+    of A's budget spent on counts; None = rule), weight_beta (phantom-mass threshold).
 
-    Budget: privacy_split = (bicriteria, sparse vector, A) weights.
+    Budget: privacy_split = (bicriteria, sparse vector, A, stream count) weights
+    (three weights: no stream counter). ``bicriteria=None`` is the public rule: off,
+    chosen by measurement (the rings around the released centers do its work), except
+    for the snap semicoreset, the paper's "snap to the bicriteria centers" baseline.
+    Without it its weight is unused and the release's DP count estimate comes from the
+    stream counter (a binary mechanism over the per-tick counts); with it the counter's
+    weight is unused (the bicriteria's counters give the estimate).
     """
 
     n_clusters: int
@@ -78,22 +86,25 @@ class EngineConfig:
     n_buckets: Optional[int] = None
     hh_alpha: float = 0.6
     hh_min_count: float = 3.0
-    bicriteria: bool = True
+    bicriteria: Optional[bool] = None
     ring_centers: str = "bicriteria+released"
     # rings / merge-reduce
     n_rings: int = 12
-    block_size: int = 2000
-    epoch_schedule: str = "doubling"
+    ring_ratio: float = 2.0
+    block_size: Optional[int] = None
+    block_leaves: float = 2.0
+    epoch_blocks: float = 0.25
+    epoch_schedule: str = "horizon"
     coreset_size: Optional[int] = None
     # black box A
-    tree_depth: int = 6
+    tree_depth: Optional[int] = None
     tree_keep_factor: float = 3.0
     tree_branch_factor: float = 2.0
     lloyd_iters: int = 3
-    count_share: float = 0.5
+    count_share: Optional[float] = None
     weight_beta: float = 0.5
-    # budget split (bicriteria, svt, A)
-    privacy_split: Tuple[float, float, float] = (0.1, 0.05, 0.85)
+    # budget split (bicriteria, svt, A, stream count)
+    privacy_split: Tuple[float, ...] = (0.1, 0.05, 0.83, 0.02)
     # offline clustering
     n_init: int = 3
     sum_grid_bits: int = 20
@@ -125,12 +136,35 @@ class EngineConfig:
             c = np.asarray(self.center, dtype=float)
             _check(c.shape == (self.dim,) and np.all(np.isfinite(c)),
                    f"center must be {self.dim} finite numbers (a public point), got shape {c.shape}")
-        for name in ("n_trees", "grid_levels", "n_reps", "n_rings", "block_size", "tree_depth",
+        from . import rules
+        auto = set()
+        if self.bicriteria is None:
+            object.__setattr__(self, "bicriteria", rules.bicriteria(self.semicoreset))
+            auto.add("bicriteria")
+        _check(isinstance(self.bicriteria, (bool, np.bool_)), f"bicriteria must be True, False or None, got "
+                                                               f"{self.bicriteria!r}")
+        object.__setattr__(self, "bicriteria", bool(self.bicriteria))
+        if self.tree_depth is None:
+            object.__setattr__(self, "tree_depth", rules.tree_depth(self.n_clusters, self.dim))
+            auto.add("tree_depth")
+        if self.count_share is None:
+            object.__setattr__(self, "count_share", rules.count_share(self.n_clusters, self.dim, self.semicoreset)
+                               if self.semicoreset != "snap" else 1.0)
+            auto.add("count_share")
+        object.__setattr__(self, "_auto", frozenset(auto))
+        if self.block_size is not None:
+            _check(_is_whole(self.block_size) and self.block_size >= 1,
+                   f"block_size must be an integer >= 1 or None (the public rule), got {self.block_size!r}")
+        _check(_is_num(self.block_leaves) and math.isfinite(self.block_leaves) and self.block_leaves > 0,
+               f"block_leaves must be a finite number > 0, got {self.block_leaves!r}")
+        for name in ("n_trees", "grid_levels", "n_reps", "n_rings", "tree_depth",
                      "lloyd_iters", "n_init"):
             v = getattr(self, name)
             _check(_is_whole(v) and v >= 1, f"{name} must be an integer >= 1, got {v!r}")
         for name, cap in (("n_trees", 64), ("n_reps", 4096), ("lloyd_iters", 1000), ("n_init", 1000),
                           ("block_size", 2**31), ("n_clusters", 10**6), ("dim", 10**6)):
+            if getattr(self, name) is None:
+                continue
             _check(getattr(self, name) <= cap, f"{name} must be <= {cap}, got {getattr(self, name)!r}")
         _check(self.grid_levels <= 30, "grid_levels must be <= 30")
         _check(self.n_rings <= 60, "n_rings must be <= 60")
@@ -149,9 +183,14 @@ class EngineConfig:
         _check(0 < self.weight_beta < 1, "weight_beta must be in (0, 1)")
         _check(self.tree_keep_factor > 0 and self.tree_branch_factor > 0, "tree factors must be > 0")
         _check(4 <= self.sum_grid_bits <= 40, "sum_grid_bits must be in [4, 40]")
-        split = tuple(float(s) for s in self.privacy_split)
-        _check(len(split) == 3 and all(math.isfinite(s) and s >= 0 for s in split),
-               "privacy_split must be three finite weights >= 0")
+        try:
+            split = tuple(float(s) for s in self.privacy_split)
+        except (TypeError, ValueError):
+            split = ()
+        _check(len(split) in (3, 4) and all(math.isfinite(s) and s >= 0 for s in split),
+               "privacy_split must be 3 or 4 finite weights >= 0 (bicriteria, sparse vector, A[, stream count])")
+        if len(split) == 3:
+            split = split + (0.0,)
         _check(split[1] > 0 and split[2] > 0, "privacy_split needs a positive sparse-vector and A weight")
         _check(split[0] > 0 or not self.bicriteria, "privacy_split needs a positive bicriteria weight")
         object.__setattr__(self, "privacy_split", split)
@@ -159,7 +198,7 @@ class EngineConfig:
         object.__setattr__(self, "epsilon", float(self.epsilon))
         object.__setattr__(self, "delta", float(self.delta))
         for name in ("n_clusters", "dim", "horizon_ticks", "n_trees", "grid_levels", "n_reps", "n_rings",
-                     "block_size", "tree_depth", "lloyd_iters", "n_init"):
+                     "tree_depth", "lloyd_iters", "n_init") + (("block_size",) if self.block_size is not None else ()):
             object.__setattr__(self, name, int(getattr(self, name)))
 
     # -- derived public quantities -----------------------------------------
@@ -206,12 +245,21 @@ class EngineConfig:
     @property
     def ring_base(self) -> float:
         """r_0: ring i (i >= 1) holds distances in [r_0 2^(i-1), r_0 2^i)."""
-        return 2.0 * self.radius / 2.0 ** (self.n_rings - 1)
+        return 2.0 * self.radius / self.ring_ratio ** (self.n_rings - 1)
 
     def ring_radius(self, i) -> np.ndarray:
-        return self.ring_base * np.power(2.0, np.asarray(i, dtype=float))
+        return self.ring_base * np.power(self.ring_ratio, np.asarray(i, dtype=float))
+
+    @property
+    def count_counter(self) -> bool:
+        """Is there a stream counter (the DP count estimate's own binary mechanism)? Not with the
+        bicriteria, whose counters give the estimate for free (its weight is then unused)."""
+        return self.privacy_split[3] > 0 and not self.bicriteria
 
     def with_(self, **kw) -> "EngineConfig":
+        """A copy with some fields changed; fields set by a public rule are derived again."""
+        for name in getattr(self, "_auto", ()):
+            kw.setdefault(name, None)
         return replace(self, **kw)
 
     def to_dict(self) -> dict:

@@ -8,6 +8,10 @@ The user's total (ε, δ) is split across the three parts of Lemma 1:
   record (parallel over rings and epochs).
 * Black box A (Lemma 14): one block semicoreset per record (parallel over
   blocks, rings, epochs and center parts).
+* The stream counter (when its weight is > 0): one binary mechanism over the
+  per-tick number of points, whose noisy prefix sum is the release's DP count
+  estimate (review finding 16). A record is in ≤ L_T of its p-sums under either
+  relation (replacing a record keeps its tick; replacing it by ⊥ removes one).
 
 Sensitivities are ours, for the neighbouring relation in use (privacy review
 finding 5): under replace-one every parallel-composed pure part costs 2ε
@@ -160,6 +164,8 @@ class PrivacyPlan:
     basic_epsilon: float
     seed_hash: str = ""
     participation: Dict[str, int] = field(default_factory=dict)
+    count_scale: float = 0.0  # per-node noise of the stream counter (0: none)
+    count_mechanism: str = "gaussian"
 
     @property
     def total_epsilon(self) -> float:
@@ -169,11 +175,13 @@ class PrivacyPlan:
     @classmethod
     def build(cls, cfg: EngineConfig, seed_hash: str = "") -> "PrivacyPlan":
         rel1 = 2.0 if cfg.replace else 1.0  # ℓ1 factor / ℓ2² factor across two partitions
-        w_bic, w_svt, w_a = cfg.privacy_split
+        w_bic, w_svt, w_a, w_cnt = cfg.privacy_split
         if not cfg.bicriteria:
             w_bic = 0.0
-        wsum = w_bic + w_svt + w_a
-        w_bic, w_svt, w_a = w_bic / wsum, w_svt / wsum, w_a / wsum
+        if not cfg.count_counter:
+            w_cnt = 0.0
+        wsum = w_bic + w_svt + w_a + w_cnt
+        w_bic, w_svt, w_a, w_cnt = w_bic / wsum, w_svt / wsum, w_a / wsum, w_cnt / wsum
         levels = range(cfg.grid_levels)
         n_inst = cfg.n_trees * cfg.grid_levels * cfg.n_reps if cfg.bicriteria else 0
         L_T = cfg.counter_levels
@@ -195,9 +203,16 @@ class PrivacyPlan:
             def gaussian_parts(z):
                 out: List[LedgerLine] = []
                 inv2 = 1.0 / z**2
-                g_share = w_bic + w_a
+                g_share = w_bic + w_a + w_cnt
                 inv_bic = inv2 * w_bic / g_share
                 inv_a = inv2 * w_a / g_share
+                count_scale = 0.0
+                if w_cnt > 0:
+                    sens_n = math.sqrt(L_T)
+                    count_scale = sens_n * math.sqrt(g_share / (inv2 * w_cnt))
+                    out.append(LedgerLine("stream counter (count estimate)", "gaussian", count_scale, sens_n, 1,
+                                          gaussian_epsilon(count_scale / sens_n, cfg.delta / 4),
+                                          f"binary mechanism over the points per tick, L_T={L_T}"))
                 bic_scale = {}
                 if n_inst:
                     z_inst = math.sqrt(n_inst / inv_bic)
@@ -224,12 +239,12 @@ class PrivacyPlan:
                     out.append(LedgerLine("semicoreset A sums", "gaussian", a_sum_scale, sens_s, 1,
                                           gaussian_epsilon(a_sum_scale / sens_s, cfg.delta / 4),
                                           f"{m_s} noisy sums per record (normalised ball)"))
-                return out, bic_scale, a_count_scale, a_sum_scale
+                return out, bic_scale, a_count_scale, a_sum_scale, count_scale
 
             # The lines are discretised one by one in the reported PLD, which can land a hair above
             # the joint calibration: inflate the Gaussian noise until the reported total fits.
             for _ in range(200):
-                gauss, bic_scale, a_count_scale, a_sum_scale = gaussian_parts(z)
+                gauss, bic_scale, a_count_scale, a_sum_scale, count_scale = gaussian_parts(z)
                 if cfg.epsilon > _PLD_MAX_EPS:
                     pld_eps = basic = cfg.epsilon
                     break
@@ -254,6 +269,12 @@ class PrivacyPlan:
                     lines.append(LedgerLine(f"bicriteria counters, level {lv}", "discrete_laplace", bic_scale[lv],
                                             sens, cfg.n_trees * cfg.n_reps, eps_inst * cfg.n_trees * cfg.n_reps,
                                             f"binary mechanism over (count, {cfg.id_bits(lv)} id bits), L_T={L_T}"))
+            count_scale = 0.0
+            if w_cnt > 0:
+                eps_cnt = w_cnt * cfg.epsilon
+                count_scale = L_T / eps_cnt
+                lines.append(LedgerLine("stream counter (count estimate)", "discrete_laplace", count_scale, L_T, 1,
+                                        eps_cnt, f"binary mechanism over the points per tick, L_T={L_T}"))
             eps_a = w_a * cfg.epsilon
             phi = cfg.count_share if m_s > 0 else 1.0
             sens_c = m_c * rel1
@@ -271,6 +292,7 @@ class PrivacyPlan:
             pld_eps = basic
             a_mech = bic_mech = "discrete_laplace"
         participation = {
+            "stream_counter_instances": 1 if w_cnt > 0 else 0,
             "bicriteria_counter_instances": n_inst,
             "sparse_vector_instances": 1,
             "semicoreset_calls_at_most": 1,
@@ -279,7 +301,8 @@ class PrivacyPlan:
                    bic_scale=bic_scale, bic_mechanism=bic_mech, svt_scale=svt_scale,
                    a_count_scale=a_count_scale, a_sum_scale=a_sum_scale, a_mechanism=a_mech,
                    a_count_mult=m_c, a_sum_mult=m_s, pld_epsilon=pld_eps, basic_epsilon=basic,
-                   seed_hash=seed_hash, participation=participation)
+                   seed_hash=seed_hash, participation=participation, count_scale=count_scale,
+                   count_mechanism=bic_mech)
 
     @classmethod
     def _non_private(cls, cfg, n_inst, m_c, m_s, seed_hash):
@@ -290,8 +313,9 @@ class PrivacyPlan:
                    lines=lines, bic_scale={lv: 0.0 for lv in range(cfg.grid_levels)}, bic_mechanism="gaussian",
                    svt_scale=0.0, a_count_scale=0.0, a_sum_scale=0.0, a_mechanism="gaussian", a_count_mult=m_c,
                    a_sum_mult=m_s, pld_epsilon=math.inf, basic_epsilon=math.inf, seed_hash=seed_hash,
-                   participation={"bicriteria_counter_instances": n_inst, "sparse_vector_instances": 1,
-                                  "semicoreset_calls_at_most": 1})
+                   participation={"stream_counter_instances": int(cfg.count_counter),
+                                  "bicriteria_counter_instances": n_inst, "sparse_vector_instances": 1,
+                                  "semicoreset_calls_at_most": 1}, count_mechanism="gaussian")
 
     # -- presentation -------------------------------------------------------
     def to_dict(self) -> dict:

@@ -23,25 +23,26 @@ def nearest_center(x: np.ndarray, centers: np.ndarray):
     dist = np.empty(n, dtype=float)
     if n == 0:
         return idx, dist
-    c2 = (centers ** 2).sum(axis=1)
+    c2 = np.einsum("ij,ij->i", centers, centers)
     step = max(1, _CHUNK // max(1, centers.shape[0]))
     for s in range(0, n, step):
         xb = x[s:s + step]
-        d2 = (xb ** 2).sum(axis=1)[:, None] - 2.0 * xb @ centers.T + c2[None, :]
+        d2 = xb @ (-2.0 * centers.T)
+        d2 += c2[None, :]
         j = d2.argmin(axis=1)
         idx[s:s + step] = j
-        dist[s:s + step] = np.sqrt(np.maximum(d2[np.arange(len(j)), j], 0.0))
+        dist[s:s + step] = np.sqrt(np.maximum(d2[np.arange(len(j)), j] + np.einsum("ij,ij->i", xb, xb), 0.0))
     return idx, dist
 
 
-def ring_of(dist: np.ndarray, ring_base: float, n_rings: int) -> np.ndarray:
+def ring_of(dist: np.ndarray, ring_base: float, n_rings: int, ratio: float = 2.0) -> np.ndarray:
     """Ring index: 0 below r_0, else ⌊log2(dist / r_0)⌋ + 1, capped at I = n_rings − 1."""
     with np.errstate(divide="ignore"):
-        i = np.floor(np.log2(np.maximum(dist, 1e-300) / ring_base)).astype(np.int64) + 1
+        i = np.floor(np.log2(np.maximum(dist, 1e-300) / ring_base) / np.log2(ratio)).astype(np.int64) + 1
     return np.clip(i, 0, n_rings - 1)
 
 
-def assign_parts(x: np.ndarray, centers: np.ndarray, ring_base: float, n_rings: int):
+def assign_parts(x: np.ndarray, centers: np.ndarray, ring_base: float, n_rings: int, ratio: float = 2.0):
     """(ring, nearest-center) of every point."""
     f, dist = nearest_center(x, centers)
-    return ring_of(dist, ring_base, n_rings), f
+    return ring_of(dist, ring_base, n_rings, ratio), f

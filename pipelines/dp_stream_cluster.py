@@ -357,10 +357,14 @@ def build(p, job: Job, seed_path: str, source=None):
     mode = "streaming" if job.streaming else "batch"
     delay = close_delay_seconds(job)
     schedule = TickSchedule(clock, cfg.horizon_ticks, mode, delay)
-    reports = ticks | "BicriteriaCenters" >> BicriteriaCenters(cfg, schedule, seed_path)
-    updates = reports | "CenterRegistry" >> CenterRegistry(cfg, seed_path)
-    releases = (ticks, updates) | "ClusterTicks" >> ClusterTicks(
-        cfg, clock, seed_path, mode=mode, close_delay_seconds=delay, bicriteria="external")
+    if cfg.bicriteria:  # the paper's Alg. 2 in its own keyed stages, feeding ClusterTicks
+        reports = ticks | "BicriteriaCenters" >> BicriteriaCenters(cfg, schedule, seed_path)
+        updates = reports | "CenterRegistry" >> CenterRegistry(cfg, seed_path)
+        releases = (ticks, updates) | "ClusterTicks" >> ClusterTicks(
+            cfg, clock, seed_path, mode=mode, close_delay_seconds=delay, bicriteria="external")
+    else:
+        releases = ticks | "ClusterTicks" >> ClusterTicks(cfg, clock, seed_path, mode=mode,
+                                                          close_delay_seconds=delay)
     if job.output_topic:
         releases | "WriteReleases" >> WriteJsonLines(job.output_topic, job.streaming, attributes=release_message)
     else:

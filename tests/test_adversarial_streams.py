@@ -1,23 +1,29 @@
 """Adversarial streams keep the engine's state under its public bound (issue "Robustness").
 
-The bound, read off the code (engine.py, merge_reduce.py, bicriteria.py, counters.py,
+The bound, read off the code (engine.py, merge_reduce.py, blocks.py, bicriteria.py, counters.py,
 sparse_vector.py, semicoresets.py, params.py), for ``Engine.state_size()`` at the end of any tick
 t ≤ T (after the engine's flushes), in floats, with F = |F_t| (the candidate centers; public: it
-is ``Release.n_candidate_centers``):
+is ``Release.n_candidate_centers``; F = 1, the ball's center, without the bicriteria), P = F + k
+parts per ring and M the block size (``Engine.block_size``: public):
 
     2K                              bicriteria counters (exact prefix sum + noise total),
-                                    K = Q·R·w·Σ_ℓ (1 + d·b_ℓ)                       — fixed
-  + d·F + (d+2)·(F−1)               F and its (tree, level, cell) keys
-  + 2I                              sparse-vector counts and thresholds             — fixed
-  + d·(F+k)                         the open epoch's ring centers (F ∪ k released centers)
-  + I·(M + a)·(d+1)                 level-0 buffers: a ring's buffer never exceeds its SVT count,
-                                    which stays below M + ρ − ν; a = 2·s_svt·ln(I·T/β) bounds
-                                    ρ − ν (two Laplace(s_svt)) over I·T tests w.p. ≥ 1 − β
-  + I·((F+k)·ℓ_A + (λ−1)·s_b)·(d+1) merge-reduce levels per ring: level 0 is one A output
-                                    (≤ ℓ_A points per (ring, center) part: 2^D tree leaves, k
-                                    Lloyd centers, 1 snap), levels ≥ 1 are B outputs (≤ s_b);
-                                    λ = ⌊log2(T+1)⌋ + 1 levels (≤ one fire per tick + one flush)
-  + E·s_b·(d+1)                     closed epochs' coresets, E = ⌊log2 T⌋ + 1 (doubling schedule)
+                                    K = Q·R·w·Σ_ℓ (1 + d·b_ℓ)                      — fixed (0 if off)
+  + 2                               the stream counter (its one coordinate)          — fixed
+  + d·F + (d+2)·(F−1)               F and its (tree, level, cell) keys (0 without the bicriteria)
+  + 2I                              sparse-vector counts and thresholds              — fixed
+  + d·P                             the open epoch's ring centers (F ∪ k released centers)
+  + I·(min(M + a, P·ℓ_A)·(d+2) + D·d + P)
+                                    level-0 blocks (blocks.py): a ring's block holds at most its
+                                    SVT count, which stays below M + ρ − ν (a = 2·s_svt·ln(I·T/β)
+                                    bounds ρ − ν over I·T tests w.p. ≥ 1 − β); the tree's sketch
+                                    has at most one entry (key, count, d sums) per point and per
+                                    (part, leaf), ℓ_A = 2^D; plus its D directions and P radii.
+                                    DP-Lloyd keeps (M + a)·(d+1) raw floats, snap P entries of 2
+  + I·(P·ℓ_A + (λ−1)·s_b)·(d+1)     merge-reduce levels per ring: level 0 is one A output
+                                    (≤ ℓ_A points per part: 2^D tree leaves, k Lloyd centers,
+                                    1 snap), levels ≥ 1 are B outputs (≤ s_b);
+                                    λ = ⌊log2(T+1)⌋ + 1 levels (≤ one release per ring per tick)
+  + E·s_b·(d+1)                     closed epochs' coresets, E = ⌊log2 T⌋ + 1
   + s_b·(d+1) + k·d                 the release cache (B's sample and the k centers)
 
 F itself is capped by public parameters only through the number of distinct (tree, level, cell)
@@ -25,7 +31,8 @@ keys, F ≤ F_cap = 1 + Q·Σ_ℓ min(T·R·w, V_ℓ^d) with V_ℓ = ``cell_valu
 keys per (tree, level) per tick): a public cap, but linear in T (not polylogarithmic) once
 V_ℓ^d > T·R·w, and how much of it a stream reaches depends on the data (more points → more
 cells clear τ_min). So the tests check ``state_size() ≤ bound(F)`` with the measured F, F ≤
-F_cap and |F_t| − |F_{t−1}| ≤ Q·L·R·w, per tick, on every stream.
+F_cap and |F_t| − |F_{t−1}| ≤ Q·L·R·w, per tick, on every stream — with the bicriteria on (the
+paper's pipeline) and with the defaults.
 """
 from __future__ import annotations
 
@@ -39,7 +46,9 @@ from dpstream.engine import Engine, clip_to_ball
 from dpstream.params import EngineConfig
 
 BETA = 1e-6  # failure probability of the buffer term (Laplace tails of the sparse vector)
-BASE = dict(n_clusters=3, dim=2, radius=10.0, epsilon=1.0, block_size=200)
+BASE = dict(n_clusters=3, dim=2, radius=10.0, epsilon=1.0, block_size=200, bicriteria=True,
+            privacy_split=(0.1, 0.05, 0.85))
+DEFAULTS = dict(n_clusters=3, dim=2, radius=10.0, epsilon=1.0)  # no bicriteria, stream counter, rule M
 
 
 def make_engine(seed, **kw) -> Engine:
@@ -47,10 +56,22 @@ def make_engine(seed, **kw) -> Engine:
     return Engine(cfg, seed)
 
 
+@pytest.fixture(params=["paper", "defaults"])
+def flavour(request):
+    return request.param
+
+
+def make_flavoured(seed, flavour, **kw) -> Engine:
+    base = BASE if flavour == "paper" else DEFAULTS
+    return Engine(EngineConfig(**{**base, **kw}), seed)
+
+
 # --------------------------------------------------------------------------- the bound
 
 def f_cap(cfg: EngineConfig) -> int:
     """Public cap on |F|: distinct (tree, level, cell) keys, at most R·w new ones per tick."""
+    if not cfg.bicriteria:
+        return 1
     per_tree = sum(min(cfg.horizon_ticks * cfg.n_reps * cfg.buckets, cfg.cell_values(lv) ** cfg.dim)
                    for lv in range(cfg.grid_levels))
     return 1 + cfg.n_trees * per_tree
@@ -60,27 +81,35 @@ def leaves_per_part(cfg: EngineConfig) -> int:
     return {"tree": 2 ** cfg.tree_depth, "lloyd": cfg.n_clusters, "snap": 1}[cfg.semicoreset]
 
 
-def bound_terms(cfg: EngineConfig, svt_scale: float, n_f: int) -> dict:
+def bound_terms(cfg: EngineConfig, svt_scale: float, n_f: int, M: int) -> dict:
     """The bound of the module docstring, term by term (floats)."""
-    d, k, I, M, T, s_b = cfg.dim, cfg.n_clusters, cfg.n_rings, cfg.block_size, cfg.horizon_ticks, cfg.s_b
+    d, k, I, T, s_b = cfg.dim, cfg.n_clusters, cfg.n_rings, cfg.horizon_ticks, cfg.s_b
     K = cfg.n_trees * cfg.n_reps * cfg.buckets * sum(1 + cfg.id_bits(lv) for lv in range(cfg.grid_levels))
     lam = int(math.floor(math.log2(T + 1))) + 1
     E = int(math.floor(math.log2(T))) + 1
     a = 2.0 * svt_scale * math.log(I * T / BETA)
+    P = n_f + k
+    if cfg.semicoreset == "tree":
+        block = min(M + a, P * 2 ** cfg.tree_depth) * (d + 2) + cfg.tree_depth * d + P
+    elif cfg.semicoreset == "lloyd":
+        block = (M + a) * (d + 1) + P
+    else:
+        block = min(M + a, P) * 2 + P
     return {
-        "counters": 2 * K,
-        "F": d * n_f + (d + 2) * (n_f - 1),
+        "counters": 2 * K if cfg.bicriteria else 0,
+        "stream_counter": 2 if (cfg.count_counter and not cfg.bicriteria) else 0,
+        "F": d * n_f + (d + 2) * (n_f - 1) if cfg.bicriteria else 0,
         "svt": 2 * I,
-        "ring_centers": d * (n_f + k),
-        "buffers": I * (M + a) * (d + 1),
-        "levels": I * ((n_f + k) * leaves_per_part(cfg) + (lam - 1) * s_b) * (d + 1),
+        "ring_centers": d * P,
+        "blocks": I * block,
+        "levels": I * (P * leaves_per_part(cfg) + (lam - 1) * s_b) * (d + 1),
         "epochs": E * s_b * (d + 1),
         "cache": s_b * (d + 1) + k * d,
     }
 
 
 def state_bound(e: Engine, n_f: int) -> float:
-    return sum(bound_terms(e.cfg, e.plan.svt_scale, n_f).values())
+    return sum(bound_terms(e.cfg, e.plan.svt_scale, n_f, e.block_size).values())
 
 
 class Monitor:
@@ -100,7 +129,7 @@ class Monitor:
         e, cfg = self.e, self.cfg
         rel = e.step(x)
         n_f = rel.n_candidate_centers
-        assert n_f == len(e.bic.F) <= self.cap, (n_f, self.cap)
+        assert n_f == e.candidate_centers().shape[0] <= self.cap, (n_f, self.cap)
         assert n_f - self.n_f <= cfg.n_trees * cfg.grid_levels * cfg.n_reps * cfg.buckets
         self.n_f = n_f
         s = e.state_size()
@@ -123,14 +152,16 @@ class Monitor:
     def _check_parts(self, n_f):
         e, cfg = self.e, self.cfg
         d, k, T, s_b = cfg.dim, cfg.n_clusters, cfg.horizon_ticks, cfg.s_b
-        t = bound_terms(cfg, e.plan.svt_scale, n_f)
-        assert e.bic.counter.state_floats() == t["counters"]
+        t = bound_terms(cfg, e.plan.svt_scale, n_f, e.block_size)
+        if e.bic is not None:
+            assert e.bic.counter.state_floats() == t["counters"]
+        if e.counter is not None:
+            assert e.counter.state_floats() == t["stream_counter"]
         assert e.mr.centers.shape[0] <= n_f + k
-        for i in range(cfg.n_rings):
-            buffered = sum(a.shape[0] for a in e.mr.buf_x[i])
-            assert buffered <= e.mr.svt.count[i]
-            assert buffered * cfg.n_rings * (d + 1) <= t["buffers"], (i, buffered)
-            lv = e.mr.levels[i]
+        for i, r in enumerate(e.mr.rings):
+            assert r.block.n <= e.mr.svt.count[i]
+            assert r.block.state_floats() * cfg.n_rings <= t["blocks"], (i, r.block.n)
+            lv = r.levels
             assert len(lv) <= int(math.floor(math.log2(T + 1))) + 1, (i, len(lv))
             if lv and lv[0] is not None:
                 assert len(lv[0]) <= (n_f + k) * leaves_per_part(cfg)
@@ -151,7 +182,7 @@ def _unit(rng, n, d):
 def test_the_bound_is_a_function_of_public_parameters_only():
     cfg = EngineConfig(**{**BASE, "horizon_ticks": 256})
     e = Engine(cfg, b"p" * 32)
-    terms = bound_terms(cfg, e.plan.svt_scale, 1)
+    terms = bound_terms(cfg, e.plan.svt_scale, 1, e.block_size)
     assert terms["counters"] == e.bic.counter.state_floats()  # fixed from the first tick
     # a fresh engine is far below it, and the bound grows only logarithmically in T
     assert e.state_size() < state_bound(e, 1)
@@ -170,8 +201,8 @@ T_STREAM = 128
 N_TICK = 1000
 
 
-def test_identical_points_all_in_one_cell(seed):
-    mon = Monitor(make_engine(seed, horizon_ticks=T_STREAM))
+def test_identical_points_all_in_one_cell(seed, flavour):
+    mon = Monitor(make_flavoured(seed, flavour, horizon_ticks=T_STREAM))
     x = np.tile([[3.0, -4.0]], (N_TICK, 1))
     for _ in range(T_STREAM):
         mon.step(x)
@@ -181,28 +212,28 @@ def test_identical_points_all_in_one_cell(seed):
     mon.summary("identical points")
 
 
-def test_every_point_in_a_new_cell_growing_spiral(seed):
+def test_every_point_in_a_new_cell_growing_spiral(seed, flavour):
     """A sunflower spiral whose radius grows with the index: each point lands in a cell of the
     finest level no earlier point touched (until the cells run out) and the rings move outwards."""
-    mon = Monitor(make_engine(seed, horizon_ticks=T_STREAM))
+    mon = Monitor(make_flavoured(seed, flavour, horizon_ticks=T_STREAM))
     R, N = mon.cfg.radius, T_STREAM * N_TICK
     golden = math.pi * (3 - math.sqrt(5))
     for t in range(T_STREAM):
         i = np.arange(t * N_TICK, (t + 1) * N_TICK)
         r = R * np.sqrt((i + 0.5) / N)
         mon.step(np.c_[r * np.cos(i * golden), r * np.sin(i * golden)])
-    assert mon.n_f > 10  # the stream really spreads F
+    assert mon.n_f > 10 or flavour == "defaults"  # the stream really spreads F
     mon.summary("growing spiral")
 
 
-def test_every_point_in_a_new_cell_low_discrepancy_d6(seed):
+def test_every_point_in_a_new_cell_low_discrepancy_d6(seed, flavour):
     """A Sobol sequence mapped into the 6-ball: 34^6 finest cells for 64k points, so every point
     is alone in its cell."""
     qmc = pytest.importorskip("scipy.stats.qmc")
     from scipy.special import ndtri
 
     d, T = 6, 128
-    mon = Monitor(make_engine(seed, dim=d, horizon_ticks=T))
+    mon = Monitor(make_flavoured(seed, flavour, dim=d, horizon_ticks=T))
     sob = qmc.Sobol(d, seed=0)
     for _ in range(T):
         u = np.clip(sob.random(512), 1e-12, 1 - 1e-12)
@@ -236,13 +267,13 @@ def test_radius_growing_over_time_is_clipped_and_leaves_the_state_unaffected(see
     far.summary("radius growing to 1e300")
 
 
-def test_a_burst_of_a_million_points_in_one_tick(seed):
+def test_a_burst_of_a_million_points_in_one_tick(seed, flavour):
     """1e6 points (d = 2) in tick 20 of 64: the sparse vector fires in that tick, A summarises the
     burst, and the state (and the peak) stay under the bound and back at the usual size."""
     T, burst_tick, n_burst = 64, 20, 1_000_000
     rng = np.random.default_rng(3)
-    mon = Monitor(make_engine(seed, horizon_ticks=T))
-    base = Monitor(make_engine(seed, horizon_ticks=T))
+    mon = Monitor(make_flavoured(seed, flavour, horizon_ticks=T))
+    base = Monitor(make_flavoured(seed, flavour, horizon_ticks=T))
     centers = np.array([[4.0, 4.0], [-4.0, 3.0], [1.0, -5.0]])
     for t in range(1, T + 1):
         x = centers[rng.integers(0, 3, 300)] + rng.normal(scale=0.6, size=(300, 2))
@@ -253,7 +284,7 @@ def test_a_burst_of_a_million_points_in_one_tick(seed):
         if t == burst_tick:
             at_burst = mon.e.state_size()
             # the burst went through A in its own tick: nothing near 1e6 rows is kept
-            assert mon.e.mr.buffered() <= mon.cfg.n_rings * (mon.cfg.block_size + 2 * mon.e.plan.svt_scale
+            assert mon.e.mr.buffered() <= mon.cfg.n_rings * (mon.e.block_size + 2 * mon.e.plan.svt_scale
                                                                 * math.log(mon.cfg.n_rings * T / BETA))
             assert at_burst < n_burst / 50
     e = mon.e
@@ -269,7 +300,7 @@ def test_long_silences_only_the_first_and_last_ticks_hold_data(seed):
     """T = 4096 with data in ticks 1 and T only: every mechanism still advances on the 4094 empty
     ticks (sparse-vector fires on noise, epoch changes on the doubling schedule) without growing."""
     T = 4096
-    mon = Monitor(make_engine(seed, horizon_ticks=T, block_size=2000))  # the default M
+    mon = Monitor(make_engine(seed, horizon_ticks=T, block_size=2000, epoch_schedule="doubling"))
     rng = np.random.default_rng(5)
     empty = np.zeros((0, 2))
     for t in range(1, T + 1):

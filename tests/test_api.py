@@ -153,8 +153,9 @@ def test_state_size_is_positive_and_sublinear():
     for i in range(20, 80):
         m.partial_fit(X[i * 500:(i + 1) * 500])
     s40, p40 = m.state_size(), m.state_size(peak=True)
-    assert p40 < 2 * p10, f"peak state {p10} at 10k points grew to {p40} at 40k"
-    assert s40 < 2 * p10
+    # 4× the points: the merge-reduce levels and epoch coresets grow only logarithmically
+    assert p40 < 3 * p10, f"peak state {p10} at 10k points grew to {p40} at 40k"
+    assert s40 < 3 * p10
     assert p40 < 0.1 * X.size  # far below storing the stream
 
 

@@ -14,7 +14,7 @@ from dpstream.privacy import PrivacyPlan
 
 @pytest.mark.parametrize("n_trees, n_reps, delta", [(1, 1, 1e-6), (2, 2, 1e-6), (2, 1, 0.0)])
 def test_levels_and_registry_equal_the_vectorised_bicriteria(seed, n_trees, n_reps, delta):
-    cfg = EngineConfig(n_clusters=3, dim=2, radius=10.0, epsilon=4.0, delta=delta, horizon_ticks=40,
+    cfg = EngineConfig(n_clusters=3, dim=2, radius=10.0, epsilon=4.0, delta=delta, horizon_ticks=40, bicriteria=True,
                        n_trees=n_trees, n_reps=n_reps)
     plan = PrivacyPlan.build(cfg)
     whole = BicriteriaDPCenters(cfg, plan, NoiseSource(seed))
@@ -39,7 +39,7 @@ def test_levels_and_registry_equal_the_vectorised_bicriteria(seed, n_trees, n_re
 
 
 def test_registry_refuses_an_incomplete_tick(seed):
-    cfg = EngineConfig(n_clusters=3, dim=2, radius=10.0, epsilon=1.0, horizon_ticks=4)
+    cfg = EngineConfig(n_clusters=3, dim=2, radius=10.0, epsilon=1.0, horizon_ticks=4, bicriteria=True)
     plan = PrivacyPlan.build(cfg)
     noise = NoiseSource(seed)
     levels = [BicriteriaLevel(cfg, plan, noise, 0, lv) for lv in range(cfg.grid_levels)]

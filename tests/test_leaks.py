@@ -180,15 +180,23 @@ def test_api_telemetry_goes_to_n_clipped_only():
 # -- leaky engines: the scanners must catch each -----------------------------------------
 
 def _leak_raw_points_from_a(monkeypatch):
-    orig = sc_mod.Semicoreset.__call__
+    """A block that also keeps its raw points, and an A that releases them with its output."""
+    import dpstream.blocks as blocks_mod
 
-    def call(self, x, part, centers, radii, key):
-        out = orig(self, x, part, centers, radii, key)
-        x = np.asarray(x, dtype=float)
+    orig_add, orig_release = blocks_mod.LeafSketch.add, sc_mod.Semicoreset.release
+
+    def add(self, x, part):
+        self.__dict__.setdefault("leak", []).append(np.array(x, dtype=float))
+        return orig_add(self, x, part)
+
+    def release(self, block, key):
+        out = orig_release(self, block, key)
+        x = np.concatenate(block.__dict__.get("leak", [np.zeros((0, self.cfg.dim))]))
         return WeightedSet.concat([out, WeightedSet(x, np.ones(len(x), dtype=np.int64),
-                                                    np.zeros(len(x), dtype=np.int64))], x.shape[1])
+                                                    np.zeros(len(x), dtype=np.int64))], self.cfg.dim)
 
-    monkeypatch.setattr(sc_mod.Semicoreset, "__call__", call)
+    monkeypatch.setattr(blocks_mod.LeafSketch, "add", add)
+    monkeypatch.setattr(sc_mod.Semicoreset, "release", release)
 
 
 def test_canary_scan_catches_a_leaky_semicoreset(monkeypatch):

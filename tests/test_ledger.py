@@ -3,10 +3,11 @@
 For a grid of configurations the API accepts, the test derives every per-record
 sensitivity from the configuration itself (L_T = ⌊log2 T⌋+1 = T.bit_length(),
 B_ℓ = d·b_ℓ with b_ℓ from finding 11, tree depth D+1 counts, the replace-one
-factors of finding 5), takes the noise scales the mechanisms are built with
-(``plan.bic_scale``, ``a_count_scale``, ``a_sum_scale``, ``svt_scale``; a test
-checks that the instantiated mechanisms really use them), and recomputes the
-total:
+factors of finding 5, the stream counter's L_T p-sums — the same under both
+relations: replacing a record keeps its tick, replacing it by ⊥ removes one),
+takes the noise scales the mechanisms are built with (``plan.bic_scale``,
+``a_count_scale``, ``a_sum_scale``, ``svt_scale``, ``count_scale``; a test checks
+that the instantiated mechanisms really use them), and recomputes the total:
 
 * δ > 0: one PLD built only with ``ADD_OR_REMOVE_ONE``:
   ``from_gaussian_mechanism(σ, sensitivity=Δ)`` per Gaussian mechanism, composed
@@ -100,6 +101,8 @@ def mechanisms(cfg, plan):
         if m_s:  # ℓ1 of a point of the unit ball is ≤ √d
             out.append(("laplace", plan.a_sum_scale, math.sqrt(cfg.dim) * (2.0 if replace else 1.0), m_s))
     out.append(("svt", plan.svt_scale, 2.0 if replace else 1.0, 1))
+    if cfg.count_counter:  # the stream counter: one count per tick, in ≤ L_T p-sums
+        out.append(("gaussian" if gauss else "laplace", plan.count_scale, math.sqrt(L_T) if gauss else L_T, 1))
     return out
 
 
@@ -177,7 +180,7 @@ def check_ledger(plan, cfg):
 
 def _cfg(**kw):
     base = dict(n_clusters=3, dim=2, radius=5.0, epsilon=1.0, delta=1e-6, horizon_ticks=64, grid_levels=3,
-                n_trees=1, n_reps=1, tree_depth=4, lloyd_iters=2)
+                n_trees=1, n_reps=1, tree_depth=4, lloyd_iters=2, bicriteria=True)
     base.update(kw)
     return EngineConfig(**base)
 
@@ -201,6 +204,11 @@ GRID += [
     dict(horizon_ticks=1000, dim=3, radius=3.7, tree_depth=7, delta=0.0),
     dict(bicriteria=False, semicoreset="tree"),
     dict(count_share=0.8, lloyd_iters=4, semicoreset="lloyd", delta=1e-3),
+    # the defaults: no bicriteria, the stream counter, rule-based depth and share
+    dict(bicriteria=False, privacy_split=EngineConfig.privacy_split, tree_depth=None),
+    dict(bicriteria=False, privacy_split=EngineConfig.privacy_split, tree_depth=None, delta=0.0, dim=20),
+    dict(bicriteria=False, privacy_split=(0.0, 0.1, 0.5, 0.4), semicoreset="lloyd", neighbouring="add_remove"),
+    dict(bicriteria=True, privacy_split=(0.2, 0.1, 0.6, 0.1), delta=0.0),
 ]
 
 
@@ -240,6 +248,14 @@ def test_mechanisms_use_the_plan_scales():
         assert e.bic.counter.levels == horizon_levels(cfg.horizon_ticks)
         assert e.mr.svt.scale == e.plan.svt_scale
         assert e.A.plan is e.plan
+    for over in (dict(bicriteria=False, privacy_split=(0.0, 0.1, 0.8, 0.1)),
+                 dict(bicriteria=False, privacy_split=(0.0, 0.1, 0.8, 0.1), delta=0.0)):
+        cfg = _cfg(**over)
+        e = Engine(cfg, bytes(32))
+        assert e.bic is None and e.counter is not None
+        np.testing.assert_array_equal(e.counter.scale, e.plan.count_scale)
+        assert e.counter.mechanism == e.plan.count_mechanism == e.plan.a_mechanism
+        assert e.counter.levels == horizon_levels(cfg.horizon_ticks)
 
 
 def test_accountant_relation_is_add_or_remove():
@@ -305,6 +321,13 @@ def _plan_with_svt_half_noise(cfg):
     return p
 
 
+def _plan_with_count_half_noise(cfg):
+    """The stream counter's node noise halved (its p-sum multiplicity forgotten)."""
+    p = PrivacyPlan.build(cfg)
+    p.count_scale /= 2
+    return p
+
+
 def _plan_level0_one_bit(cfg, monkeypatch):
     """b_ℓ = ℓ+1 (the notes' formula, finding 11): level 0 calibrated for 1 bit per coordinate."""
     orig = _EC.cell_bits
@@ -320,6 +343,7 @@ BROKEN_PLANS = {
     "horizon_too_short": _plan_short_horizon,
     "svt_half_noise": _plan_with_svt_half_noise,
     "level0_bits": _plan_level0_one_bit,
+    "count_half_noise": _plan_with_count_half_noise,
 }
 
 
@@ -328,6 +352,8 @@ BROKEN_PLANS = {
 def test_ledger_check_catches_broken_plans(name, delta, monkeypatch):
     cfg = _cfg(delta=delta, n_trees=2, n_reps=2, grid_levels=3, horizon_ticks=64,
                privacy_split=(0.45, 0.3, 0.25))
+    if name == "count_half_noise":  # the default shape: no bicriteria, a stream counter with a real share
+        cfg = _cfg(delta=delta, bicriteria=False, privacy_split=(0.0, 0.2, 0.3, 0.5), horizon_ticks=64)
     make = BROKEN_PLANS[name]
     plan = make(cfg, monkeypatch) if name == "level0_bits" else make(cfg)
     with pytest.raises(AssertionError, match="spends|recomputation|exact"):

@@ -6,7 +6,8 @@ F4b fit() is a position clock: replace-one by default, reported in the plan.
 F5  replace-one sensitivities: SVT ×2, Gaussian counters σ ×√2, A sums 2 vs 1.
 F6  integer noise on every released count.
 F7  the seed: OS entropy by default, warnings for int seeds, a public hash, never the seed.
-F8  raw points stay raw until A; no memory guard triggers a release.
+F8  raw points stay raw until A (a block holds exactly the statistics A reads); no memory guard
+    triggers a release.
 F10 ring assignment uses the epoch's adopted (released) centers, not the latest F.
 F11 cell ids fit the calibrated bit width, also on the ball's boundary.
 F14 empty parts add no phantom mass.
@@ -41,7 +42,7 @@ SEED = bytes(range(64, 96))
 
 def _cfg(**kw):
     base = dict(n_clusters=2, dim=2, radius=10.0, epsilon=1.0, delta=1e-6, horizon_ticks=16, grid_levels=3,
-                block_size=150, n_rings=6, tree_depth=4)
+                block_size=150, n_rings=6, tree_depth=4, bicriteria=True, privacy_split=(0.1, 0.05, 0.85))
     base.update(kw)
     return EngineConfig(**base)
 
@@ -89,9 +90,13 @@ def check_a_total(semicoreset, **kw):
         x = parts[:, None] + rng.uniform(-0.5, 0.5, size=(parts.size, 2))
         keys, _ = a_draws(semicoreset, x, parts, n_parts, **kw)
         assert keys == empty_keys, f"{semicoreset}: A's draws depend on which parts are empty"
-    # every part gets its count draw, empty or not
-    counts = [size for (key, size) in empty_keys if "count" in key]
-    assert counts and max(counts) >= n_parts
+    # every part gets its count draws, empty or not (tree: keyed by the part; snap/lloyd: one array)
+    if semicoreset == "tree":
+        counted = {key[-1] for (key, size) in empty_keys if "count" in key and size > 0}
+        assert counted >= set(range(n_parts)), f"{semicoreset}: parts without a count draw"
+    else:
+        counts = [size for (key, size) in empty_keys if "count" in key]
+        assert counts and max(counts) >= n_parts
 
 
 @pytest.mark.parametrize("semicoreset", ["tree", "lloyd", "snap"])
@@ -106,40 +111,58 @@ def test_f1_a_candidates_are_data_independent(semicoreset):
     A = make_semicoreset(cfg, _plan(cfg), NoiseSource(SEED))
     per = 1 if semicoreset == "snap" else cfg.n_clusters
     for n in (0, 1, 50):
-        y = np.random.default_rng(n).uniform(-0.5, 0.5, size=(n, 2))
-        out = A.run(y, np.zeros(n, dtype=np.int64), 5, ("A", 0, n, "fire"))
+        x = np.random.default_rng(n).uniform(-0.5, 0.5, size=(n, 2))
+        block = A.open_block(np.zeros((5, 2)), np.ones(5), ("A", 0, n, 0))
+        block.add(x, np.zeros(n, dtype=np.int64))
+        out = A.run(block, ("A", 0, n, 0))
         assert len(out) == 5 * per
         np.testing.assert_array_equal(np.sort(out.part), np.repeat(np.arange(5), per))
 
 
-def test_f1_engine_calls_a_on_every_part(monkeypatch):
-    """Every A call covers every (ring, center) of the rings it processes; a flush covers all rings."""
+def _spy_releases(monkeypatch):
+    """Log (tick, epoch, ring, parts of the block, the epoch's |centers|, why) of every A release."""
     seen = []
-    orig_run_a = mr_mod.EpochMergeReduce._run_A
+    orig_release, orig_flush = mr_mod.RingMergeReduce.release_block, mr_mod.EpochMergeReduce.flush
+    state = {"why": "fire"}
 
-    def run_a(self, rings, tick, why):
-        seen.append([why, int(np.size(rings)), self.centers.shape[0], None])
-        return orig_run_a(self, rings, tick, why)
+    def release_block(self, tick):
+        seen.append((tick, self.epoch, self.ring, self.block.n_parts, self.centers.shape[0], state["why"],
+                     int(self.block.n)))
+        return orig_release(self, tick)
 
-    def spy_run(orig):
-        def run(self, y, part, n_parts, key):
-            seen[-1][3] = n_parts
-            return orig(self, y, part, n_parts, key)
-        return run
+    def flush(self, tick):
+        state["why"] = "flush"
+        try:
+            return orig_flush(self, tick)
+        finally:
+            state["why"] = "fire"
 
-    monkeypatch.setattr(mr_mod.EpochMergeReduce, "_run_A", run_a)
-    for name, cls in sc_mod.SEMICORESETS.items():
-        monkeypatch.setattr(cls, "run", spy_run(cls.run))
-    cfg = _cfg(horizon_ticks=16)
+    monkeypatch.setattr(mr_mod.RingMergeReduce, "release_block", release_block)
+    monkeypatch.setattr(mr_mod.EpochMergeReduce, "flush", flush)
+    return seen
+
+
+@pytest.mark.parametrize("defaults", [False, True])
+def test_f1_engine_calls_a_on_every_part(monkeypatch, defaults):
+    """Every A release covers every center of its epoch (empty parts included); a flush releases
+    every ring; a ring releases at most once per tick."""
+    seen = _spy_releases(monkeypatch)
+    cfg = (_cfg(horizon_ticks=16) if not defaults else
+           EngineConfig(n_clusters=2, dim=2, radius=10.0, epsilon=1.0, horizon_ticks=16, block_size=150))
     e = Engine(cfg, SEED)
     for P in _stream():
         e.step(P)
-    assert any(w == "flush" for w, *_ in seen) and any(w == "fire" for w, *_ in seen)
-    for why, n_rings, nF, n_parts in seen:
-        assert n_parts == n_rings * nF
-        if why == "flush":
-            assert n_rings == cfg.n_rings
-    assert max(nF for _, _, nF, _ in seen) > 1  # parts per ring really varied with |F|
+    assert any(w == "flush" for *_, w, _ in seen) and any(w == "fire" for *_, w, _ in seen)
+    for tick, epoch, ring, n_parts, nF, why, n in seen:
+        assert n_parts == nF
+    by_tick = {}
+    for tick, epoch, ring, *_rest in seen:
+        by_tick.setdefault((tick, epoch), []).append(ring)
+    for (tick, epoch), rings in by_tick.items():
+        assert len(set(rings)) == len(rings), f"a ring released twice at tick {tick}"
+        if any(w == "flush" for t, ep, _, _, _, w, _ in seen if t == tick and ep == epoch):
+            assert sorted(rings) == list(range(cfg.n_rings)), "a flush skipped rings"
+    assert max(nF for _, _, _, _, nF, _, _ in seen) > 1  # parts per ring really varied with |F|
 
 
 def test_f1_check_catches_a_skipping_empty_parts(monkeypatch):
@@ -192,14 +215,15 @@ def test_f3_counter_fails_closed_on_its_own():
 def test_f3_check_catches_an_engine_without_horizon():
     T = 9
 
-    def make():
-        e = Engine(_cfg(horizon_ticks=T), SEED)
-        object.__setattr__(e.cfg, "horizon_ticks", 10 * T)  # guard lifted ...
-        e.bic.counter.horizon = 10 * T  # ... in the engine and in its counters
-        return e
+    for bicriteria in (True, False):
+        def make():
+            e = Engine(_cfg(horizon_ticks=T, bicriteria=bicriteria, privacy_split=(0.1, 0.05, 0.8, 0.05)), SEED)
+            object.__setattr__(e.cfg, "horizon_ticks", 10 * T)  # guard lifted ...
+            (e.bic if bicriteria else e).counter.horizon = 10 * T  # ... in the engine and in its counters
+            return e
 
-    with pytest.raises(AssertionError, match="not refused"):
-        check_horizon(make, T)
+        with pytest.raises(AssertionError, match="not refused"):
+            check_horizon(make, T)
 
 
 def test_f2_one_release_per_call_with_public_ticks():
@@ -281,7 +305,7 @@ def check_integer_counts(semicoreset):
     noise = NoiseSource(SEED)
     A = make_semicoreset(cfg, _plan(cfg), noise)
     counts = np.array([0, 3, 17, 2500, 10000])  # large parts survive the public weight threshold
-    noisy = A.noisy_counts(("A", 0, 1, "probe"), counts)
+    noisy = A.noisy_counts(("A", 0, 1, "probe"), counts, np.arange(counts.size))
     assert noisy.dtype.kind == "i", f"noisy counts have dtype {noisy.dtype}"
     assert np.all((noisy - counts) == np.round(noisy - counts))
     assert np.any(noisy != counts)  # there is noise
@@ -397,39 +421,67 @@ def _rows(a):
     return a[np.lexsort(a.T[::-1])]
 
 
+def _expected_block(block, x, part):
+    """The statistics a block must hold for raw points x with parts ``part``, recomputed here:
+    per (part, leaf code) the exact count and the exact sum of trunc(2^b·(x − c_p)/r_p)."""
+    y = (x - block.centers[part]) / block.radii[part][:, None]
+    nrm = np.linalg.norm(y, axis=1)
+    y = np.where((nrm > 1)[:, None], y / np.maximum(nrm, 1e-300)[:, None] / (1 + 1e-12), y)
+    D = block.V.shape[0]
+    code = sum((y @ block.V[l] >= 0).astype(np.int64) << (D - 1 - l) for l in range(D)) if D else 0
+    key = (part.astype(np.int64) << D) + code
+    q = np.trunc(y * block.grid).astype(np.int64)
+    out = {}
+    for kk in np.unique(key):
+        sel = key == kk
+        out[int(kk)] = (int(sel.sum()), q[sel].sum(axis=0) if block.with_sums else None)
+    return out
+
+
 def check_raw_buffer(cfg):
-    """Without fires or epochs, the level-0 buffers hold exactly the clipped input."""
+    """Without fires or epochs, every ring's level-0 block holds exactly what its points give:
+    raw clipped points (DP-Lloyd) or their exact per-leaf counts and quantised sums (the tree)."""
     e = Engine(cfg, SEED)
     rng = np.random.default_rng(3)
-    clipped = []
+    seen = {i: ([], []) for i in range(cfg.n_rings)}
     for t in range(6):
         P = rng.normal(scale=4.0, size=(200, 2))
         P[:10] *= 20  # some far points (clipped)
         e.step(P)
         c, _ = engine_mod.clip_to_ball(P.copy(), cfg.center_vec, cfg.radius)
-        clipped.append(c)
-        buf = [a for ring in e.mr.buf_x for a in ring]
-        np.testing.assert_array_equal(_rows(np.concatenate(buf)), _rows(np.concatenate(clipped)),
-                                      err_msg="level-0 buffer is not the raw clipped input")
+        ring, f = e.last_ring, None
+        from dpstream.rings import nearest_center
+        f, _ = nearest_center(c, e.mr.centers)
+        for i in range(cfg.n_rings):
+            seen[i][0].append(c[ring == i])
+            seen[i][1].append(f[ring == i])
+        for i, r in enumerate(e.mr.rings):
+            x, p = np.concatenate(seen[i][0]), np.concatenate(seen[i][1])
+            b = r.block
+            if hasattr(b, "compact"):
+                keys, cnt, sums = b.compact()
+                want = _expected_block(b, x, p)
+                assert sorted(want) == keys.tolist(), f"ring {i}: the block's leaves are not the raw input's"
+                for kk, c_, s_ in zip(keys.tolist(), cnt, sums):
+                    assert want[kk][0] == c_, f"ring {i}: a leaf count is not the raw input's"
+                    if b.with_sums:
+                        np.testing.assert_array_equal(want[kk][1], s_, err_msg="block sums are not the raw input's")
+            else:
+                bx, _ = b.raw()
+                np.testing.assert_array_equal(_rows(bx), _rows(x), err_msg="level-0 buffer is not the raw clipped input")
 
 
-def test_f8_buffer_holds_raw_clipped_points():
-    check_raw_buffer(_cfg(block_size=1_000_000, bicriteria=False, ring_centers="bicriteria", horizon_ticks=8))
+@pytest.mark.parametrize("semicoreset", ["tree", "lloyd", "snap"])
+def test_f8_block_holds_exactly_the_raw_clipped_points(semicoreset):
+    check_raw_buffer(_cfg(block_size=1_000_000, bicriteria=False, ring_centers="bicriteria", horizon_ticks=8,
+                          semicoreset=semicoreset, epoch_schedule="doubling"))
 
 
 def check_burst(cfg, burst=30_000):
-    """A burst in one tick: each ring's SVT fires at most once, in one A call holding the ring's
-    whole buffer; nothing else (no guard-triggered flush, no extra release) happens."""
-    calls = []
-    orig = mr_mod.EpochMergeReduce._run_A
-
-    def run_a(self, rings, tick, why):
-        n_buf = sum(a.shape[0] for i in rings for a in self.buf_x[i])
-        calls.append((tick, why, tuple(int(i) for i in rings), n_buf, self.epoch))
-        return orig(self, rings, tick, why)
-
+    """A burst in one tick: each ring's SVT fires at most once, releasing the ring's whole block;
+    nothing else (no guard-triggered flush, no extra release) happens."""
     mp = pytest.MonkeyPatch()
-    mp.setattr(mr_mod.EpochMergeReduce, "_run_A", run_a)
+    seen = _spy_releases(mp)
     try:
         e = Engine(cfg, SEED)
         rng = np.random.default_rng(5)
@@ -438,22 +490,19 @@ def check_burst(cfg, burst=30_000):
             n = burst if t == 3 else 20
             P = rng.normal(scale=3.0, size=(n, 2))
             epoch_before = e.epoch
-            before = [sum(a.shape[0] for a in ring) for ring in e.mr.buf_x]
+            before = [r.block.n for r in e.mr.rings]
             rels.append(e.step(P))
-            at_t = [c for c in calls if c[0] == t]
-            fires = [c for c in at_t if c[1] == "fire"]
-            flushes = [c for c in at_t if c[1] == "flush"]
-            assert len(fires) <= 1, f"{len(fires)} fire calls at tick {t}"
-            if fires:
-                rings = fires[0][2]
-                assert len(set(rings)) == len(rings)  # a ring fires at most once per tick
-                assert fires[0][3] >= sum(before[i] for i in rings)  # the whole buffer, uncut
-            # a flush happens only at an epoch change or at the horizon
-            assert len(flushes) <= 1
-            if flushes:
-                assert e.epoch != epoch_before or t == cfg.horizon_ticks, f"guard flush at tick {t}"
+            at_t = [c for c in seen if c[0] == t]
+            rings_at_t = [c[2] for c in at_t]
+            assert len(set(rings_at_t)) == len(rings_at_t), f"a ring released twice at tick {t}"
+            fires = [c for c in at_t if c[5] == "fire"]
+            for c in fires:
+                assert c[6] >= before[c[2]]  # the whole block, uncut
+            # a flush happens only at an epoch change, the first tick or the horizon
+            if any(c[5] == "flush" for c in at_t):
+                assert e.epoch != epoch_before or t in (1, cfg.horizon_ticks), f"guard flush at tick {t}"
         assert [r.tick for r in rels] == list(range(1, cfg.horizon_ticks + 1))
-        assert any(c[0] == 3 and c[1] == "fire" and c[3] >= burst // 2 for c in calls)
+        assert sum(c[6] for c in seen if c[0] == 3 and c[5] == "fire") >= burst // 2
     finally:
         mp.undo()
 
@@ -465,17 +514,18 @@ def test_f8_burst_fires_at_most_once_per_ring():
 def test_f8_checks_catch_summarised_buffer(monkeypatch):
     orig = mr_mod.EpochMergeReduce.step
 
-    def step(self, tick, x, ring, f):  # keep at most 50 points per ring: a "memory saver"
+    def step(self, tick, x, ring, f):  # a "memory saver": each block keeps only its 3 heaviest leaves
         out = orig(self, tick, x, ring, f)
-        for i in range(len(self.buf_x)):
-            if self.buf_x[i]:
-                self.buf_x[i] = [np.concatenate(self.buf_x[i])[-50:]]
-                self.buf_f[i] = [np.concatenate(self.buf_f[i])[-50:]]
+        for r in self.rings:
+            k, c, sm = r.block.compact()
+            top = np.sort(np.argsort(-c)[:3])
+            r.block.keys, r.block.counts, r.block.sums = k[top], c[top], sm[top]
         return out
 
     monkeypatch.setattr(mr_mod.EpochMergeReduce, "step", step)
     with pytest.raises(AssertionError, match="raw"):
-        check_raw_buffer(_cfg(block_size=1_000_000, bicriteria=False, ring_centers="bicriteria", horizon_ticks=8))
+        check_raw_buffer(_cfg(block_size=1_000_000, bicriteria=False, ring_centers="bicriteria", horizon_ticks=8,
+                              epoch_schedule="doubling"))
 
 
 def test_f8_checks_catch_a_memory_guard(monkeypatch):
@@ -488,7 +538,7 @@ def test_f8_checks_catch_a_memory_guard(monkeypatch):
         return out
 
     monkeypatch.setattr(mr_mod.EpochMergeReduce, "step", step)
-    with pytest.raises(AssertionError, match="guard flush|fire calls"):
+    with pytest.raises(AssertionError, match="guard flush|released twice"):
         check_burst(_cfg(block_size=10_000_000, bicriteria=False, ring_centers="bicriteria", horizon_ticks=8))
 
 
@@ -517,19 +567,39 @@ def check_rings_from_adopted_centers(e, ticks):
         if F.shape[0] > C.shape[0]:
             n_lagging += 1
             n_informative += int(np.any(_rings(x, F, cfg) != want))
-        if e.epoch != prev_epoch:  # adoption only on the public doubling schedule
-            assert t >= max(1, 2 * prev_start), f"epoch adopted at tick {t}, before 2·{prev_start}"
+        if e.epoch != prev_epoch:  # adoption only on the public schedule
+            if cfg.epoch_schedule == "doubling":
+                assert t >= max(1, 2 * prev_start), f"epoch adopted at tick {t}, before 2·{prev_start}"
+            else:  # "horizon": the new epoch spans at least half the run
+                assert 2 * t <= cfg.horizon_ticks, f"epoch adopted at tick {t} > T/2"
             prev_epoch = e.epoch
         else:  # between adoptions the epoch's centers never change
             np.testing.assert_array_equal(e.epoch_centers, C)
     return n_lagging, n_informative
 
 
-def test_f10_rings_use_the_epochs_adopted_centers():
-    cfg = _cfg(horizon_ticks=32, ring_centers="bicriteria")
+@pytest.mark.parametrize("schedule", ["doubling", "horizon"])
+def test_f10_rings_use_the_epochs_adopted_centers(schedule):
+    cfg = _cfg(horizon_ticks=32, ring_centers="bicriteria", epoch_schedule=schedule)
     e = Engine(cfg, SEED)
     lag, info = check_rings_from_adopted_centers(e, _stream(n_ticks=32))
     assert lag > 0 and info > 0, "the run never had F ahead of the epoch's centers: the test has no power"
+
+
+def test_f10_default_rings_use_the_released_centers_adopted_at_the_epoch():
+    """The default rule: an epoch's ring centers are the ball center and the k centers released at
+    the tick before its start (DP outputs), never the tick's own data."""
+    cfg = EngineConfig(n_clusters=3, dim=2, radius=10.0, epsilon=1.0, horizon_ticks=32, block_size=150)
+    e = Engine(cfg, SEED)
+    released = {}
+    for t, P in enumerate(_stream(n_ticks=32), 1):
+        ep = e.epoch
+        rel = e.step(P)
+        if e.epoch != ep:  # adopted at tick t from the release of tick t − 1
+            want = np.vstack([cfg.center_vec[None, :], released[t - 1]])
+            np.testing.assert_array_equal(e.epoch_centers, want)
+        released[t] = rel.centers.copy()
+    assert e.epoch >= 2
 
 
 def test_f10_check_catches_assignment_from_latest_f(monkeypatch):
@@ -541,7 +611,7 @@ def test_f10_check_catches_assignment_from_latest_f(monkeypatch):
         return orig(self, points)
 
     monkeypatch.setattr(engine_mod.Engine, "step", step)
-    e = Engine(_cfg(horizon_ticks=32, ring_centers="bicriteria"), SEED)
+    e = Engine(_cfg(horizon_ticks=32, ring_centers="bicriteria", epoch_schedule="doubling"), SEED)
     # caught either by the rings themselves or by the epoch's centers changing between adoptions
     with pytest.raises(AssertionError, match="rings not from|shapes .* mismatch"):
         check_rings_from_adopted_centers(e, _stream(n_ticks=32))
@@ -599,20 +669,21 @@ def test_f11_check_catches_the_notes_bit_width(monkeypatch):
 
 # =========================== F14: no phantom mass ========================================
 
-def check_no_phantom_mass(semicoreset, T=48):
-    cfg = _cfg(semicoreset=semicoreset, horizon_ticks=T, block_size=100)
+def check_no_phantom_mass(semicoreset, T=48, **kw):
+    cfg = _cfg(semicoreset=semicoreset, horizon_ticks=T, block_size=100, **kw)
     e = Engine(cfg, SEED)
     total = []
     for _ in range(T):
         total.append(int(e.step(np.zeros((0, 2))).coreset_weights.sum()))
-    assert e.epoch >= 1 and e.mr.fires >= 1  # empty parts really went through A
+    assert e.mr.fires >= 1 and (e.epoch >= 1 or cfg.epoch_schedule == "horizon")  # empty parts went through A
     bound = 3 * e.plan.a_count_scale
     assert max(total) <= bound, f"{semicoreset}: phantom mass {max(total)} from an empty stream (> {bound:.0f})"
 
 
 @pytest.mark.parametrize("semicoreset", ["tree", "lloyd", "snap"])
-def test_f14_empty_stream_has_no_phantom_mass(semicoreset):
-    check_no_phantom_mass(semicoreset)
+@pytest.mark.parametrize("schedule", ["doubling", "horizon"])
+def test_f14_empty_stream_has_no_phantom_mass(semicoreset, schedule):
+    check_no_phantom_mass(semicoreset, epoch_schedule=schedule, bicriteria=schedule == "doubling")
 
 
 def test_f14_check_catches_missing_threshold(monkeypatch):
@@ -620,4 +691,4 @@ def test_f14_check_catches_missing_threshold(monkeypatch):
     monkeypatch.setattr(sc_mod.Semicoreset, "sum_noise_norm", lambda self: 0.0)
     for semicoreset in ("tree", "lloyd", "snap"):
         with pytest.raises(AssertionError, match="phantom"):
-            check_no_phantom_mass(semicoreset)
+            check_no_phantom_mass(semicoreset, epoch_schedule="doubling")

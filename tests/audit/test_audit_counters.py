@@ -40,7 +40,7 @@ N_CAL, N_TEST = 50_000, 200_000  # runs per side (default scale)
 def plan_cfg(eps_coord: float = 1.0) -> EngineConfig:
     """A one-level, one-bucket bicriteria whose per-coordinate charge ε_inst/(1+B) is ``eps_coord``."""
     base = dict(n_clusters=1, dim=1, radius=1.0, delta=0.0, horizon_ticks=T, neighbouring="add_remove",
-                grid_levels=1, n_trees=1, n_reps=1, n_buckets=1, privacy_split=(0.5, 0.25, 0.25))
+                grid_levels=1, n_trees=1, n_reps=1, n_buckets=1, privacy_split=(0.5, 0.25, 0.25), bicriteria=True)
     probe = EngineConfig(epsilon=1.0, **base)
     width = 1 + probe.id_bits(0)
     return EngineConfig(epsilon=eps_coord * width / 0.5, **base)

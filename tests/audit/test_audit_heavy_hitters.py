@@ -45,7 +45,7 @@ def hh_cfg() -> EngineConfig:
     # n_inst = R, so ε_bic = R·ε_inst: ε = R / 0.5 gives ε_inst = 1
     return EngineConfig(n_clusters=1, dim=1, radius=1.0, epsilon=2.0 * R, delta=0.0, horizon_ticks=T,
                         neighbouring="add_remove", grid_levels=1, n_trees=1, n_reps=R, n_buckets=1,
-                        hh_min_count=1.0, privacy_split=(0.5, 0.25, 0.25))
+                        hh_min_count=1.0, privacy_split=(0.5, 0.25, 0.25), bicriteria=True)
 
 
 def eps_inst(plan: PrivacyPlan) -> float:

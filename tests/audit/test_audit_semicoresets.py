@@ -45,7 +45,7 @@ from dpstream.semicoresets import make_semicoreset
 def a_cfg(kind: str, **kw) -> EngineConfig:
     base = dict(n_clusters=1, dim=1, radius=1.0, epsilon=2.0, delta=0.0, horizon_ticks=1,
                 neighbouring="add_remove", semicoreset=kind, tree_depth=1, lloyd_iters=1,
-                privacy_split=(0.25, 0.25, 0.5))
+                privacy_split=(0.25, 0.25, 0.5), bicriteria=True, n_rings=1)
     base.update(kw)
     return EngineConfig(**base)
 

@@ -40,7 +40,8 @@ N_CAL, N_TEST = 50_000, 200_000
 
 def svt_plan() -> PrivacyPlan:
     cfg = EngineConfig(n_clusters=1, dim=1, radius=1.0, epsilon=20.0, delta=0.0, horizon_ticks=HORIZON,
-                       neighbouring="add_remove", block_size=M, grid_levels=1)
+                       neighbouring="add_remove", block_size=M, grid_levels=1,
+                       bicriteria=True, privacy_split=(0.1, 0.05, 0.85))
     return PrivacyPlan.build(cfg)
 
 

@@ -151,16 +151,21 @@ def _group_gone(pgid: int) -> bool:
 
 
 def _count_sigma(privacy: dict, cfg) -> float:
-    """Std of a release's DP count estimate, from the release's own ledger: the mean over the
-    Q·(L+1)·R bicriteria totals, each a sum over w buckets of binary-mechanism prefix sums
-    (≤ floor(log2 T) + 1 node noises each), independent across (tree, level, repetition)."""
+    """Std of a release's DP count estimate, from the release's own ledger: the stream counter's
+    prefix sum (≤ floor(log2 T) + 1 node noises); with the bicriteria, the mean over the
+    Q·(L+1)·R bicriteria totals, each a sum over w buckets of binary-mechanism prefix sums,
+    independent across (tree, level, repetition)."""
+    nodes = int(math.floor(math.log2(cfg.horizon_ticks))) + 1
+    counter = [ln for ln in privacy["lines"] if ln["component"].startswith("stream counter")]
+    if counter:
+        (ln,) = counter
+        return ln["noise"] * (math.sqrt(2.0) if ln["mechanism"] == "discrete_laplace" else 1.0) * math.sqrt(nodes)
     sd = {}
     for ln in privacy["lines"]:
         m = re.fullmatch(r"bicriteria counters, level (\d+)", ln["component"])
         if m:
             sd[int(m.group(1))] = ln["noise"] * (math.sqrt(2.0) if ln["mechanism"] == "discrete_laplace" else 1.0)
     assert sorted(sd) == list(range(cfg.grid_levels)), privacy["lines"]
-    nodes = int(math.floor(math.log2(cfg.horizon_ticks))) + 1
     var = cfg.n_trees * cfg.n_reps * sum(cfg.buckets * nodes * s ** 2 for s in sd.values())
     return math.sqrt(var) / (cfg.n_trees * cfg.grid_levels * cfg.n_reps)
 

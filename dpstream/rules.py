@@ -1,0 +1,44 @@
+"""Public rules: the defaults that are derived rather than fixed (DESIGN §2: public parameters only).
+
+Every rule here is a function of public parameters — k, d, ε, δ, the horizon T, the
+neighbouring relation and the algorithm constants — and of noise scales the privacy plan
+derives from them. None reads data, so a rule's value can be printed, logged and written
+into a release. Each default was chosen by measurement (``benchmarks/``); an explicit value
+of the corresponding ``EngineConfig`` field always wins.
+"""
+from __future__ import annotations
+
+import math
+
+
+def bicriteria(semicoreset: str) -> bool:
+    """Run BicriteriaDPCenters (Alg. 2)? Measured: off is as good or better on every data set (the
+    rings around the previously released centers do its work, and its share of ε goes to A);
+    on for ``snap``, the paper's baseline that snaps every part to the bicriteria centers."""
+    return semicoreset == "snap"
+
+
+def tree_depth(k: int, d: int) -> int:
+    """D, the depth of A's hyperplane tree. Low dimensions need deep trees to separate clusters
+    at the first epochs (cones around one center; measured 2.9 → 1.06 on blobs from D = 6 to 12);
+    high dimensions separate by direction with few hyperplanes, and every level costs one more
+    noisy count per record and doubles the leaf sketch."""
+    if d <= 4:  # D central hyperplanes in R^d cut only O(D^(d-1)) cones: depth buys slivers
+        return 6
+    return 12 if d <= 16 else 6
+
+
+def count_share(k: int, d: int, semicoreset: str) -> float:
+    """φ, the part of A's budget spent on counts (the rest on sums). A leaf mean's noise grows as
+    √d·σ_sum, so high dimensions give the sums more (measured at d ≥ 64: φ = 0.2–0.3 beat 0.5 on
+    every embedding-like set; at d ≤ 16 the split hardly matters)."""
+    return 0.5 if d <= 16 else 0.25
+
+
+def block_size(cfg, plan, leaf_threshold: float) -> int:
+    """M, the level-0 block size: c_M·k leaves of the release's keep threshold θ_k (so a block can
+    hold k clusters whose every leaf passes), and enough that the sparse vector's noise cannot fire
+    a block at a fraction of it: M ≥ 4·b_svt·ln T with b_svt the SVT's Laplace scale."""
+    svt_floor = 4.0 * plan.svt_scale * math.log(max(cfg.horizon_ticks, 2))
+    m = max(svt_floor, cfg.block_leaves * cfg.n_clusters * leaf_threshold)
+    return int(min(max(m, 1.0), 2 ** 31))
