@@ -417,10 +417,21 @@ def private_seed_file() -> str:
 
 
 def run(argv: Optional[List[str]] = None, wait: bool = True):
-    """Parse options, build and run the job. Returns the PipelineResult."""
+    """Parse options, build and run the job; returns the Beam ``PipelineResult``.
+
+    A batch run waits for the pipeline to finish (and writes the report with
+    ``--report``); a streaming run (Pub/Sub input) returns at once: poll its sinks and
+    call ``result.cancel()`` to stop it. ``operator_counts(result)`` gives the job's exact
+    counters as a dict (operator telemetry, see :mod:`pipelines.summary`); Beam's own
+    ``result.metrics()`` has them too. Errors in the options raise :class:`OptionError`."""
+    job, beam_args = parse_args(argv)
+    return launch(job, beam_args, wait)
+
+
+def launch(job: Job, beam_args: List[str], wait: bool = True):
+    """Build and run a parsed job (:func:`run` without the parsing)."""
     import apache_beam as beam
 
-    job, beam_args = parse_args(argv)
     seed_path = job.seed_file or private_seed_file()
     if job.seed_file:
         from dpstream.noise import fingerprint
@@ -452,12 +463,36 @@ def run(argv: Optional[List[str]] = None, wait: bool = True):
     return result
 
 
+def operator_counts(result) -> dict:
+    """The job's exact ``dpstream`` counters of a finished (or cancelled) run, as a dict:
+    ``read``, ``valid``, ``dead_letter``, ``dead_letter_<reason>``, ``outside_horizon``,
+    ``no_clock``, ``after_deadline``, ``after_close``, ``points_processed``, ``clipped``,
+    ``ticks_released``, …  Operator telemetry: never publish them with the releases."""
+    from pipelines.summary import operator_counts as _counts
+    return _counts(result)
+
+
+def print_summary(job: Job, result, file=None) -> dict:
+    """Print the end-of-run summary and warnings (stderr by default); returns the counts."""
+    from pipelines.summary import report
+    try:
+        counts = operator_counts(result)
+    except Exception as e:  # a runner without metrics: say so, never fail the run for it
+        print(f"dpstream: no run summary: the runner's metrics are unavailable ({type(e).__name__})",
+              file=file or sys.stderr)
+        return {}
+    for line in report(job, counts):
+        print(line, file=file or sys.stderr)
+    return counts
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for noisy in ("apache_beam", "absl"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
     try:
-        result = run(argv)
+        job, beam_args = parse_args(argv)
+        result = launch(job, beam_args)
     except OptionError as e:
         print(f"dpstream: error: {e}", file=sys.stderr)
         return 2
@@ -465,7 +500,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         try:
             result.wait_until_finish()
         except KeyboardInterrupt:
+            print("dpstream: interrupted: cancelling the job", file=sys.stderr)
             result.cancel()
+    print_summary(job, result)
     return 0
 
 

@@ -24,6 +24,13 @@ def seed_file(tmp_path):
     return str(p)
 
 
+def _fresh_seed(tmp_path, name="seed-extra"):
+    """Another seed: the job refuses a seed already used on another run (the seed registry)."""
+    p = tmp_path / name
+    p.write_bytes(os.urandom(32).hex().encode())
+    return str(p)
+
+
 def _blobs(n, seed=0, d=2):
     rng = np.random.default_rng(seed)
     means = np.array([[-5.0, -5.0], [5.0, 5.0], [5.0, -5.0]])[:, :d]
@@ -41,3 +48,104 @@ def test_no_key_coder_warning_on_a_batch_run(tmp_path, seed_file, caplog):
     assert "DONE" in str(result.state)
     bad = [r.getMessage() for r in caplog.records if "deterministic" in r.getMessage()]
     assert bad == [], bad
+
+
+# --------------------------------------------------------------------------- the end-of-run summary
+
+def _main(argv, capsys):
+    rc = job_mod.main(argv)
+    cap = capsys.readouterr()
+    return rc, cap.err
+
+
+def _warnings(err):
+    return [ln for ln in err.splitlines() if ln.startswith("dpstream: warning:")]
+
+
+def test_wrong_dim_dead_letters_every_row_and_the_summary_says_check_dim(tmp_path, seed_file, capsys):
+    np.save(tmp_path / "x.npy", _blobs(1200))
+    rc, err = _main([f"--input={tmp_path}/x.npy", "--dim=3", "--radius=12", "--tick_size=400",
+                     "--horizon_ticks=3", f"--output={tmp_path}/o", f"--seed_file={seed_file}"], capsys)
+    assert rc == 0
+    assert "run summary" in err and "wrong_dimension 1,200" in err
+    w = _warnings(err)
+    assert any("1,200 of 1,200 records (100%) were dead-lettered" in x and "--dim" in x for x in w), err
+    assert any("no record reached the clusterer" in x for x in w), err
+
+
+def test_a_healthy_run_prints_the_summary_and_no_warning(tmp_path, seed_file, capsys):
+    np.save(tmp_path / "x.npy", _blobs(1200))
+    rc, err = _main([f"--input={tmp_path}/x.npy", "--dim=2", "--radius=12", "--tick_size=400",
+                     "--horizon_ticks=3", f"--output={tmp_path}/o", f"--seed_file={seed_file}"], capsys)
+    assert rc == 0 and "run summary" in err
+    assert _warnings(err) == [], err
+    lines = {ln.split("  ")[1].strip(): ln for ln in err.splitlines() if ln.startswith("  ")}
+    assert lines["records read"].split()[-1] == "1,200" and lines["valid"].split()[-1] == "1,200"
+
+
+def test_latlon_without_center_warns_about_clipping_with_the_exact_count(tmp_path, seed_file, capsys):
+    rng = np.random.default_rng(3)
+    X = np.c_[rng.normal(48.85, 0.05, 1500), rng.normal(2.35, 0.05, 1500)]  # Paris, in degrees
+    np.save(tmp_path / "ll.npy", X)
+    argv = [f"--input={tmp_path}/ll.npy", "--dim=2", "--radius=6", "--tick_size=500", "--horizon_ticks=3",
+            f"--output={tmp_path}/o", f"--seed_file={seed_file}"]
+    result = job_mod.run(argv)
+    counts = job_mod.operator_counts(result)
+    assert counts["clipped"] == int((np.linalg.norm(X, axis=1) > 6).sum()) == 1500
+    rc, err = _main(argv[:-2] + [f"--output={tmp_path}/o2", f"--seed_file={_fresh_seed(tmp_path, 's2')}"],
+                    capsys)
+    assert rc == 0
+    assert any("--radius and --center" in x and "1,500 of 1,500" in x for x in _warnings(err)), err
+    # the same data with its public center: nothing clipped, no warning
+    rc, err = _main(argv[:-2] + ["--center=48.85,2.35", "--radius=1", f"--output={tmp_path}/o3",
+                                 f"--seed_file={_fresh_seed(tmp_path, 's3')}"], capsys)
+    assert rc == 0 and _warnings(err) == [], err
+    # the exact counts stay out of every release file
+    for name in os.listdir(tmp_path / "o"):
+        text = (tmp_path / "o" / name).read_text()
+        assert "run summary" not in text and "clipped" not in text
+
+
+def test_a_file_longer_than_the_horizon_warns_with_the_slot_arithmetic(tmp_path, seed_file, capsys):
+    np.save(tmp_path / "x.npy", _blobs(2000))
+    rc, err = _main([f"--input={tmp_path}/x.npy", "--dim=2", "--radius=12", "--tick_size=50",
+                     "--horizon_ticks=10", f"--output={tmp_path}/o", f"--seed_file={seed_file}"], capsys)
+    assert rc == 0
+    w = [x for x in _warnings(err) if "beyond the horizon" in x]
+    assert w and "1,500 records" in w[0] and "--horizon_ticks" in w[0] and "500 slots" in w[0], err
+
+
+class _FakeCounter:
+    def __init__(self, name, v):
+        self.key = type("K", (), {"metric": type("M", (), {"name": name})()})()
+        self.committed, self.attempted = v, v
+
+
+class _FakeStreamingResult:
+    state = "RUNNING"
+
+    def __init__(self):
+        self.cancelled = False
+
+    def wait_until_finish(self):
+        raise KeyboardInterrupt
+
+    def cancel(self):
+        self.cancelled = True
+
+    def metrics(self):
+        counts = {"read": 10, "valid": 10, "ticked": 2, "outside_horizon": 8, "points_processed": 2,
+                  "ticks_released": 3}
+        return type("R", (), {"query": lambda self, f: {"counters": [_FakeCounter(k, v)
+                                                                      for k, v in counts.items()]}})()
+
+
+def test_a_cancelled_stream_prints_the_summary_and_the_t_start_warning(monkeypatch, capsys):
+    """Streaming: Ctrl-C cancels the job, then the summary and its warnings are printed."""
+    fake = _FakeStreamingResult()
+    monkeypatch.setattr(job_mod, "launch", lambda job, beam_args, wait=True: fake)
+    rc, err = _main(["--input_subscription=projects/p/subscriptions/s", "--output=/tmp/unused-dpstream",
+                     "--dim=2", "--radius=1", "--tick_seconds=10", "--horizon_ticks=3"], capsys)
+    assert rc == 0 and fake.cancelled
+    assert "cancelling" in err and "run summary" in err
+    assert any("8 of 10 timestamped records" in x and "--t_start" in x for x in _warnings(err)), err
