@@ -55,7 +55,7 @@ def main(argv=None) -> int:
         os.close(fd)
         argv_job = [f"--input_subscription={sub_in}", f"--output_topic={t_out}",
                     f"--dead_letter={tmp}/dead_letter.jsonl", f"--dim={d}", f"--radius={radius}", f"--k={k}",
-                    f"--tick_seconds={args.tick_seconds}", f"--t_start={t_start}",
+                    f"--tick_seconds={args.tick_seconds}", f"--t_start={t_start * args.tick_seconds!r}",
                     f"--horizon_ticks={args.ticks}", f"--allowed_lateness_seconds={args.tick_seconds}",
                     f"--epsilon={args.epsilon}", f"--seed_file={seed}"]
         print("job: python -m pipelines.dp_stream_cluster " + " ".join(argv_job))

@@ -88,8 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "(default 1000)")
     g.add_argument("--tick_seconds", type=float, help="seconds per tick of the event-time clock "
                                                       "(Pub/Sub: default 10; files: uses each record's ts)")
-    g.add_argument("--t_start", type=int, help="event-time clock: index of the first tick, floor(start / "
-                                               "tick_seconds) (default: the launch time)")
+    g.add_argument("--t_start", help="event-time clock: the public time the first tick contains, as ISO 8601 "
+                                     "(2026-12-01T10:00:00Z) or Unix seconds (1796119200); tick 1 starts at "
+                                     "floor(t / tick_seconds) * tick_seconds. tick:N gives the tick index N "
+                                     "itself. Required for timestamped files; Pub/Sub default: the launch time")
     g.add_argument("--horizon_ticks", type=int, help="public horizon T: ticks 1..T release, later records are "
                                                      "dropped (required with an input)")
     g.add_argument("--allowed_lateness_seconds", type=float, default=5.0,
@@ -124,12 +126,13 @@ class Job:
     clock: str                  # "position" | "event_time"
     tick_size: Optional[int]
     tick_seconds: Optional[float]
-    t_start: Optional[int]
+    t_start: Optional[int]      # the event-time clock's index of tick 1: floor(start time / tick_seconds)
     horizon_ticks: int
     allowed_lateness_seconds: Optional[float]
     streaming: bool
     runner: str
     report: bool
+    t_start_given: bool = True  # False: --t_start defaulted to the launch time (Pub/Sub)
 
     @property
     def releases_path(self) -> Optional[str]:
@@ -236,8 +239,19 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
         tick_seconds = ns.tick_seconds if ns.tick_seconds is not None else 10.0
         if not (math.isfinite(tick_seconds) and tick_seconds > 0):
             raise OptionError(f"--tick_seconds must be > 0, got {tick_seconds}")
+        if source == "builtin":
+            raise OptionError("the built-in stream has no timestamps: drop --tick_seconds (it uses --tick_size, "
+                              "a position clock)")
         from transforms.ticks import TickClock
-        t_start = ns.t_start if ns.t_start is not None else TickClock.t_start_for(time.time(), tick_seconds)
+        if ns.t_start is not None:
+            t_start = parse_t_start(ns.t_start, tick_seconds)
+        elif source == "files":
+            raise OptionError("missing --t_start: a timestamped file (--tick_seconds) needs the public time its "
+                              "first tick starts, e.g. --t_start 2026-12-01T00:00:00Z (ISO 8601) or Unix seconds: "
+                              "when your data starts, fixed without looking at the data (without it the horizon "
+                              "would start at the launch time and every record would fall outside it)")
+        else:
+            t_start = TickClock.t_start_for(time.time(), tick_seconds)
 
     if ns.horizon_ticks is not None:
         horizon = ns.horizon_ticks
@@ -286,7 +300,7 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
               seed_registry=ns.seed_registry,
               clock=clock, tick_size=tick_size, tick_seconds=tick_seconds, t_start=t_start,
               horizon_ticks=horizon, allowed_lateness_seconds=lateness, streaming=streaming, runner=runner,
-              report=ns.report)
+              report=ns.report, t_start_given=ns.t_start is not None)
     engine_config(job)  # validates k, ε, δ, radius … with the engine's own messages
     if source == "files":
         from pipelines.sources import match_files
@@ -295,6 +309,52 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
         except ValueError as e:
             raise OptionError(str(e)) from None
     return job, rest
+
+
+_LAST_SECOND = 253402300799.0  # 9999-12-31T23:59:59Z
+_FIRST_SECOND = -62135596800.0  # 0001-01-01T00:00:00Z
+
+
+def parse_t_start(value: str, tick_seconds: float) -> int:
+    """``--t_start`` → the event-time clock's index of tick 1, ``floor(t / tick_seconds)``.
+
+    ``value`` is a time: ISO 8601 with a time zone (``2026-12-01T10:00:00Z``,
+    ``2026-12-01T11:00:00+01:00``) or Unix seconds (``1796119200``, ``1796119200.5``);
+    or, explicitly marked, the tick index itself (``tick:179611920``). Raises OptionError."""
+    import datetime
+
+    from transforms.ticks import TickClock
+
+    v = str(value).strip()
+    if v.lower().startswith("tick:"):
+        try:
+            index = int(v[5:])
+        except ValueError:
+            raise OptionError(f"--t_start {value!r}: tick:N needs an integer tick index N") from None
+        if not _FIRST_SECOND <= index * tick_seconds <= _LAST_SECOND:
+            raise OptionError(f"--t_start {value!r}: tick index {index} of {tick_seconds:g} s would start after "
+                              f"the year 9999; give a time instead (ISO 8601 or Unix seconds)")
+        return index
+    try:
+        t = float(v)
+    except ValueError:
+        t = None
+    if t is None:
+        try:
+            dt = datetime.datetime.fromisoformat(v[:-1] + "+00:00" if v[-1:] in "zZ" else v)
+        except ValueError:
+            raise OptionError(f"--t_start {value!r} is not a time: give ISO 8601 (2026-12-01T10:00:00Z) or Unix "
+                              f"seconds (1796119200), or tick:N for a tick index") from None
+        if dt.tzinfo is None:
+            raise OptionError(f"--t_start {value!r} has no time zone: add Z for UTC (e.g. "
+                              f"{dt.isoformat()}Z) or an offset such as +01:00")
+        t = dt.timestamp()
+    if not math.isfinite(t):
+        raise OptionError(f"--t_start must be a finite time, got {value!r}")
+    if not _FIRST_SECOND <= t <= _LAST_SECOND:
+        hint = " (milliseconds? give seconds since the epoch)" if t > _LAST_SECOND else ""
+        raise OptionError(f"--t_start {value!r} is outside the years 1..9999{hint}")
+    return TickClock.t_start_for(t, tick_seconds)
 
 
 def _topic_ok(t: str) -> bool:
@@ -454,6 +514,10 @@ def launch(job: Job, beam_args: List[str], wait: bool = True):
     build(p, job, seed_path)
     log.info("dpstream: %s input, %s clock, T=%d ticks, k=%d, d=%d, epsilon=%g, delta=%g, runner %s",
              job.source, job.clock, job.horizon_ticks, job.k, job.dim, job.epsilon, job.delta, job.runner)
+    if job.clock == "event_time":
+        from pipelines.summary import horizon_span
+        log.info("dpstream: event-time horizon: ticks 1..%d of %g s span %s%s", job.horizon_ticks,
+                 job.tick_seconds, horizon_span(job), "" if job.t_start_given else " (from the launch time)")
     result = p.run()
     if wait and not job.streaming:
         result.wait_until_finish()

@@ -149,3 +149,63 @@ def test_a_cancelled_stream_prints_the_summary_and_the_t_start_warning(monkeypat
     assert rc == 0 and fake.cancelled
     assert "cancelling" in err and "run summary" in err
     assert any("8 of 10 timestamped records" in x and "--t_start" in x for x in _warnings(err)), err
+
+
+# --------------------------------------------------------------------------- --t_start is a time
+
+@pytest.mark.parametrize("value, tick_seconds, index", [
+    ("2026-12-01T10:00:00Z", 10.0, 1796119200 // 10),
+    ("2026-12-01T11:00:00+01:00", 10.0, 1796119200 // 10),
+    ("2026-12-01T10:00:07.5Z", 10.0, 1796119200 // 10),    # inside the first tick
+    ("1796119200", 10.0, 179611920),
+    ("1796119209.9", 10.0, 179611920),
+    ("1796119200", 60.0, 1796119200 // 60),
+    ("0", 1.0, 0),
+    ("tick:179611920", 10.0, 179611920),                    # the index itself, explicitly marked
+])
+def test_t_start_accepts_a_time_and_derives_the_tick_index(value, tick_seconds, index):
+    job, _ = job_mod.parse_args(["--input_subscription=projects/p/subscriptions/s", "--output=/tmp/unused",
+                                 "--dim=2", "--radius=1", f"--tick_seconds={tick_seconds:g}",
+                                 f"--t_start={value}", "--horizon_ticks=3"])
+    assert job.t_start == index and job.t_start_given
+
+
+@pytest.mark.parametrize("value, message", [
+    ("2026-12-01T10:00:00", "no time zone"),
+    ("yesterday", "is not a time"),
+    ("1796119200000", "milliseconds"),
+    ("tick:abc", "integer tick index"),
+    ("tick:1796119200000", "year 9999"),
+])
+def test_a_bad_t_start_is_one_line_saying_what_to_write(value, message, capsys):
+    rc, err = _main(["--input_subscription=projects/p/subscriptions/s", "--output=/tmp/unused", "--dim=2",
+                     "--radius=1", "--tick_seconds=10", f"--t_start={value}", "--horizon_ticks=3"], capsys)
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and message in err, err
+
+
+def _timestamped_jsonl(path, t0, n=600, seconds=60.0):
+    X = _blobs(n)
+    ts = t0 + np.sort(np.random.default_rng(1).uniform(0, seconds, n))
+    path.write_text("".join(json.dumps({"x": x.tolist(), "ts": float(s)}) + "\n" for x, s in zip(X, ts)))
+
+
+def test_a_timestamped_file_needs_t_start(tmp_path, capsys):
+    _timestamped_jsonl(tmp_path / "ev.jsonl", 1796119200.0)
+    rc, err = _main([f"--input={tmp_path}/ev.jsonl", "--dim=2", "--radius=12", "--tick_seconds=10",
+                     "--horizon_ticks=6", f"--output={tmp_path}/o"], capsys)
+    assert rc == 2 and "missing --t_start" in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_a_timestamped_file_with_its_start_time_clusters_every_record(tmp_path, seed_file, capsys):
+    _timestamped_jsonl(tmp_path / "ev.jsonl", 1796119200.0)
+    argv = [f"--input={tmp_path}/ev.jsonl", "--dim=2", "--radius=12", "--tick_seconds=10", "--horizon_ticks=6",
+            "--t_start=2026-12-01T10:00:00Z", f"--output={tmp_path}/o", f"--seed_file={seed_file}"]
+    result = job_mod.run(argv)
+    c = job_mod.operator_counts(result)
+    assert c["points_processed"] == 600 and c.get("outside_horizon", 0) == 0
+    # a start time a day off: every record is outside the horizon, and the summary says to check --t_start
+    rc, err = _main(argv[:-3] + ["--t_start=2026-12-02T10:00:00Z", f"--output={tmp_path}/o2",
+                                 f"--seed_file={_fresh_seed(tmp_path)}"], capsys)
+    assert rc == 0
+    w = [x for x in _warnings(err) if "outside the horizon" in x]
+    assert w and "600 of 600" in w[0] and "--t_start" in w[0] and "2026-12-02T10:00:00Z" in w[0], err

@@ -149,7 +149,7 @@ def _event_records(rng, n_ticks, tick_seconds, skip):
 
 def _event_argv(out, seed_file, extra=()):
     return [f"--output={out}", "--dim=2", "--radius=12", "--k=3", "--tick_seconds=10",
-            f"--t_start={int(T0 // 10)}", "--horizon_ticks=8", f"--seed_file={seed_file}", *extra]
+            f"--t_start={int(T0)}", "--horizon_ticks=8", f"--seed_file={seed_file}", *extra]
 
 
 class _Stamp(beam.DoFn):

@@ -45,7 +45,7 @@ def test_streaming_job_reads_and_writes_pubsub_and_stops_cleanly(tmp_path, capsy
         t_start = math.floor(time.time() / TICK_S) + LEAD_S  # public: fixed before any point is published
         argv = [f"--input_subscription={sub_in}", f"--output_topic={t_out}",
                 f"--dead_letter={tmp_path}/dead.jsonl", "--dim=2", "--radius=12", "--k=3",
-                f"--tick_seconds={TICK_S}", f"--t_start={t_start}", f"--horizon_ticks={T_TICKS}",
+                f"--tick_seconds={TICK_S}", f"--t_start={t_start * TICK_S:.0f}", f"--horizon_ticks={T_TICKS}",
                 "--allowed_lateness_seconds=6", f"--seed_file={seed_path}", "--epsilon=2"]
         result = job_mod.run(argv)
 
