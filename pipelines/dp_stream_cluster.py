@@ -57,8 +57,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--input_subscription", help="Pub/Sub subscription projects/P/subscriptions/S (streaming)")
     g.add_argument("--input_topic", help="Pub/Sub topic projects/P/topics/T (streaming; the runner makes its own "
                                          "subscription and misses messages published before the job starts)")
-    g.add_argument("--format", default="auto", choices=("auto", "json", "csv", "numpy"),
-                   help="record format (default: from the file extension / auto for Pub/Sub)")
+    g.add_argument("--format", choices=("auto", "json", "csv", "numpy"),
+                   help="record format: json, csv, numpy, or auto (sniff each line: JSON if it starts with { or "
+                        "[, else CSV); default: each file's extension (.jsonl/.json → json, .csv → csv, .npy → "
+                        "numpy), auto for Pub/Sub")
+    g.add_argument("--csv_header", type=_flag, nargs="?", const=True, default=False, metavar="BOOL",
+                   help="skip the first line of every CSV file, a header; it keeps no slot (slot 0 is the first "
+                        "data row). --csv_header alone means true")
     g.add_argument("--builtin_n", type=int, default=BUILTIN_N,
                    help=f"points of the built-in stream when no input is given (default {BUILTIN_N})")
     g = ap.add_argument_group("output")
@@ -102,6 +107,16 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
+def _flag(v: str) -> bool:
+    """A boolean option value: true/false, 1/0, yes/no (a Flex Template passes --name=value)."""
+    t = str(v).strip().lower()
+    if t in ("true", "1", "yes", "on"):
+        return True
+    if t in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {v!r}")
+
+
 @dataclass
 class Job:
     source: str                 # "files" | "pubsub" | "builtin"
@@ -133,6 +148,10 @@ class Job:
     runner: str
     report: bool
     t_start_given: bool = True  # False: --t_start defaulted to the launch time (Pub/Sub)
+    csv_header: bool = False
+    files: Optional[list] = None  # file input: the FileSpecs checked at launch (path, slot offset, format, header)
+    n_slots: Optional[int] = None  # file input: the records (slots) the files hold — public under replace-one
+    notes: Optional[list] = None  # launch-time hints for the operator
 
     @property
     def releases_path(self) -> Optional[str]:
@@ -302,10 +321,15 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
               horizon_ticks=horizon, allowed_lateness_seconds=lateness, streaming=streaming, runner=runner,
               report=ns.report, t_start_given=ns.t_start is not None)
     engine_config(job)  # validates k, ε, δ, radius … with the engine's own messages
+    if ns.csv_header and source != "files":
+        raise OptionError("--csv_header applies to --input files")
+    if ns.format is not None and source == "builtin":
+        raise OptionError("the built-in stream is numpy arrays: drop --format")
+    job.csv_header = bool(ns.csv_header)
     if source == "files":
-        from pipelines.sources import match_files
+        from pipelines.sources import plan_files
         try:
-            match_files(job.input)
+            job.files, job.n_slots, job.notes = plan_files(job.input, job.fmt, job.csv_header)
         except ValueError as e:
             raise OptionError(str(e)) from None
     return job, rest
@@ -401,19 +425,34 @@ def build(p, job: Job, seed_path: str, source=None):
 
     cfg = engine_config(job)
     clock = tick_clock(job)
-    if source is not None:
-        records = source
-    elif job.source == "files":
-        records = p | "ReadFiles" >> ReadFileRecords(job.input)
-    elif job.source == "pubsub":
-        records = p | "ReadPubSub" >> ReadPubSubRecords(job.subscription, job.topic)
+    if source is None and job.source == "files":
+        # one read + parse per record format (usually one): each file is parsed as its format says
+        by_fmt = {}
+        for spec in job.files or plan_files_or_fail(job):
+            by_fmt.setdefault(spec.fmt, []).append(spec)
+        outs = []
+        for fmt, specs in sorted(by_fmt.items()):
+            sfx = "" if len(by_fmt) == 1 else "_" + fmt
+            records = p | ("ReadFiles" + sfx) >> ReadFileRecords(files=specs)
+            outs.append(records | ("ParsePoints" + sfx) >> ParsePoints(job.dim, fmt, batch_arrays=True))
+        if len(outs) == 1:
+            points, dead_letter = outs[0].points, outs[0].dead_letter
+        else:
+            points = tuple(o.points for o in outs) | "AllPoints" >> beam.Flatten()
+            dead_letter = tuple(o.dead_letter for o in outs) | "AllDeadLetters" >> beam.Flatten()
     else:
-        records = p | "BuiltinStream" >> BuiltinStream(job.builtin_n)
-    if job.source == "pubsub" or job.streaming:
-        records = records | "DedupByMessageId" >> DedupByMessageId()
-    fmt = job.fmt
-    parsed = records | "ParsePoints" >> ParsePoints(job.dim, fmt, batch_arrays=True)
-    ticks = parsed.points | "BatchIntoTicks" >> _batch_into_ticks(job)
+        if source is not None:
+            records = source
+        elif job.source == "pubsub":
+            records = p | "ReadPubSub" >> ReadPubSubRecords(job.subscription, job.topic)
+        else:
+            records = p | "BuiltinStream" >> BuiltinStream(job.builtin_n)
+        if job.source == "pubsub" or job.streaming:
+            records = records | "DedupByMessageId" >> DedupByMessageId()
+        fmt = job.fmt or ("numpy" if job.source == "builtin" and source is None else "auto")
+        parsed = records | "ParsePoints" >> ParsePoints(job.dim, fmt, batch_arrays=True)
+        points, dead_letter = parsed.points, parsed.dead_letter
+    ticks = points | "BatchIntoTicks" >> _batch_into_ticks(job)
     mode = "streaming" if job.streaming else "batch"
     delay = close_delay_seconds(job)
     schedule = TickSchedule(clock, cfg.horizon_ticks, mode, delay)
@@ -425,8 +464,16 @@ def build(p, job: Job, seed_path: str, source=None):
         releases | "WriteReleases" >> WriteJsonLines(job.output_topic, job.streaming, attributes=release_message)
     else:
         releases | "WriteReleases" >> WriteJsonLines(job.releases_path, job.streaming)
-    parsed.dead_letter | "WriteDeadLetters" >> WriteJsonLines(job.dead_letter, job.streaming)
-    return {"releases": releases, "dead_letter": parsed.dead_letter}
+    dead_letter | "WriteDeadLetters" >> WriteJsonLines(job.dead_letter, job.streaming)
+    return {"releases": releases, "dead_letter": dead_letter}
+
+
+def plan_files_or_fail(job: Job):
+    from pipelines.sources import plan_files
+    try:
+        return plan_files(job.input, job.fmt, job.csv_header)[0]
+    except ValueError as e:
+        raise OptionError(str(e)) from None
 
 
 PANE_SECONDS = 1  # BatchIntoTicks' processing-time pane on a stream
@@ -514,6 +561,14 @@ def launch(job: Job, beam_args: List[str], wait: bool = True):
     build(p, job, seed_path)
     log.info("dpstream: %s input, %s clock, T=%d ticks, k=%d, d=%d, epsilon=%g, delta=%g, runner %s",
              job.source, job.clock, job.horizon_ticks, job.k, job.dim, job.epsilon, job.delta, job.runner)
+    for note in job.notes or []:
+        warn(note)
+    if job.clock == "position" and job.n_slots is not None and job.n_slots > job.horizon_ticks * job.tick_size:
+        cap = job.horizon_ticks * job.tick_size
+        warn(f"the input holds {job.n_slots:,} records but --horizon_ticks {job.horizon_ticks} × --tick_size "
+             f"{job.tick_size} = {cap:,} slots: the records from slot {cap:,} on will be dropped (the slot count "
+             f"is public: ceil({job.n_slots:,} / {job.tick_size}) = {math.ceil(job.n_slots / job.tick_size)} ticks "
+             f"would hold them all)")
     if job.clock == "event_time":
         from pipelines.summary import horizon_span
         log.info("dpstream: event-time horizon: ticks 1..%d of %g s span %s%s", job.horizon_ticks,
@@ -525,6 +580,11 @@ def launch(job: Job, beam_args: List[str], wait: bool = True):
             from pipelines.report import write_report
             write_report(job)
     return result
+
+
+def warn(message: str) -> None:
+    """An operator warning on stderr (launch-time checks; the end-of-run summary)."""
+    print(f"dpstream: warning: {message}", file=sys.stderr, flush=True)
 
 
 def operator_counts(result) -> dict:

@@ -209,3 +209,91 @@ def test_a_timestamped_file_with_its_start_time_clusters_every_record(tmp_path, 
     assert rc == 0
     w = [x for x in _warnings(err) if "outside the horizon" in x]
     assert w and "600 of 600" in w[0] and "--t_start" in w[0] and "2026-12-02T10:00:00Z" in w[0], err
+
+
+# --------------------------------------------------------------------------- --format and --csv_header
+
+def _read_jsonl(path):
+    with open(path) as fh:
+        return [json.loads(line) for line in fh if line.strip()]
+
+
+def _jsonl_with_strays(path, n=300):
+    lines = [json.dumps({"x": x.tolist()}) for x in _blobs(n)]
+    lines[10] = "1.5,2.5"      # a CSV line inside a .jsonl
+    lines[20] = "garbage"
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_the_format_follows_the_file_extension(tmp_path, seed_file):
+    _jsonl_with_strays(tmp_path / "in.jsonl")
+    argv = [f"--input={tmp_path}/in.jsonl", "--dim=2", "--radius=12", "--tick_size=100", "--horizon_ticks=3",
+            f"--output={tmp_path}/o", f"--seed_file={seed_file}"]
+    c = job_mod.operator_counts(job_mod.run(argv))
+    dead = sorted(_read_jsonl(tmp_path / "o" / "dead_letter.jsonl"), key=lambda d: d["slot"])
+    assert [(d["slot"], d["reason"]) for d in dead] == [(10, "malformed_json"), (20, "malformed_json")]
+    assert all("not valid JSON" in d["detail"] for d in dead)
+    assert c["points_processed"] == 298
+    # --format auto sniffs each line: the CSV line is a point, 'garbage' a one-field CSV line
+    c = job_mod.operator_counts(job_mod.run(argv[:-2] + ["--format=auto", f"--output={tmp_path}/a",
+                                                         f"--seed_file={_fresh_seed(tmp_path)}"]))
+    dead = _read_jsonl(tmp_path / "a" / "dead_letter.jsonl")
+    assert [(d["slot"], d["reason"]) for d in dead] == [(20, "wrong_dimension")]
+    assert c["points_processed"] == 299
+
+
+@pytest.mark.parametrize("fmt, files", [("csv", "x.npy"), ("numpy", "x.csv"), ("json", "x.npy")])
+def test_a_format_that_cannot_read_the_files_is_a_one_line_error(tmp_path, fmt, files, capsys):
+    np.save(tmp_path / "x.npy", _blobs(10))
+    (tmp_path / "x.csv").write_text("1,2\n")
+    rc, err = _main([f"--input={tmp_path}/{files}", f"--format={fmt}", "--dim=2", "--radius=12",
+                     "--horizon_ticks=3", f"--output={tmp_path}/o"], capsys)
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and f"--format {fmt} cannot read" in err, err
+
+
+def test_csv_header_skips_the_first_line_and_keeps_no_slot(tmp_path, seed_file, capsys):
+    X = _blobs(1000)
+    (tmp_path / "pts.csv").write_text("lat,lon\n" + "".join(f"{float(a)!r},{float(b)!r}\n" for a, b in X))
+    argv = [f"--input={tmp_path}/pts.csv", "--dim=2", "--radius=12", "--tick_size=100", "--horizon_ticks=10"]
+    c = job_mod.operator_counts(job_mod.run(argv + ["--csv_header", f"--output={tmp_path}/h",
+                                                    f"--seed_file={seed_file}"]))
+    # slot 0 is the first data row: 1000 rows fill ticks 1..10 exactly
+    assert c["read"] == c["valid"] == c["points_processed"] == 1000 and c.get("outside_horizon", 0) == 0
+    assert _read_jsonl(tmp_path / "h" / "dead_letter.jsonl") == []
+    # without the flag the header is a dead letter that keeps slot 0, and the launch log says so
+    rc, err = _main(argv + [f"--output={tmp_path}/n", f"--seed_file={_fresh_seed(tmp_path)}"], capsys)
+    assert rc == 0 and "pass --csv_header" in err
+    dead = _read_jsonl(tmp_path / "n" / "dead_letter.jsonl")
+    assert [(d["slot"], d["reason"]) for d in dead] == [(0, "non_numeric")]
+    assert "1 records were beyond the horizon" in err  # the last row moved to slot 1000: tick 11
+
+
+def test_csv_header_without_csv_input_is_an_error(tmp_path, capsys):
+    np.save(tmp_path / "x.npy", _blobs(10))
+    rc, err = _main([f"--input={tmp_path}/x.npy", "--csv_header", "--dim=2", "--radius=12", "--horizon_ticks=3",
+                     f"--output={tmp_path}/o"], capsys)
+    assert rc == 2 and "--csv_header" in err
+
+
+# --------------------------------------------------------------------------- input files checked at launch
+
+def test_an_object_npy_is_refused_at_launch_with_one_line(tmp_path, capsys):
+    np.save(tmp_path / "obj.npy", np.array([[1.0, "a"], [2.0, "b"]], dtype=object), allow_pickle=True)
+    rc, err = _main([f"--input={tmp_path}/obj.npy", "--dim=2", "--radius=12", "--horizon_ticks=3",
+                     f"--output={tmp_path}/o"], capsys)
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert "obj.npy" in err and "dtype object" in err and "astype" in err
+    assert not (tmp_path / "o").exists()  # nothing started
+
+
+def test_a_truncated_npy_and_an_unreadable_input_are_one_line_errors(tmp_path, capsys):
+    np.save(tmp_path / "t.npy", _blobs(100))
+    data = (tmp_path / "t.npy").read_bytes()
+    (tmp_path / "t.npy").write_bytes(data[:-50])
+    rc, err = _main([f"--input={tmp_path}/t.npy", "--dim=2", "--radius=12", "--horizon_ticks=3",
+                     f"--output={tmp_path}/o"], capsys)
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "truncated" in err, err
+    (tmp_path / "d.npy").mkdir()  # a path that names something unreadable as a file
+    rc, err = _main([f"--input={tmp_path}/d.npy", "--dim=2", "--radius=12", "--horizon_ticks=3",
+                     f"--output={tmp_path}/o"], capsys)
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "cannot read --input file" in err, err

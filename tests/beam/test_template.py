@@ -60,6 +60,7 @@ SAMPLES = {
     "tick_size": "1000",
     "tick_seconds": "10",
     "t_start": "2026-12-01T10:00:00Z",
+    "csv_header": "true",
     "horizon_ticks": "8640",
 }
 
