@@ -554,8 +554,7 @@ def launch(job: Job, beam_args: List[str], wait: bool = True):
         except SeedReused as e:
             raise OptionError(str(e)) from None
         del seed
-    if job.output and "://" not in job.output:
-        os.makedirs(job.output, exist_ok=True)
+    check_outputs(job)
     opts = pipeline_options(job, beam_args)
     p = beam.Pipeline(options=opts)
     build(p, job, seed_path)
@@ -573,13 +572,121 @@ def launch(job: Job, beam_args: List[str], wait: bool = True):
         from pipelines.summary import horizon_span
         log.info("dpstream: event-time horizon: ticks 1..%d of %g s span %s%s", job.horizon_ticks,
                  job.tick_seconds, horizon_span(job), "" if job.t_start_given else " (from the launch time)")
-    result = p.run()
+    tmp = tempfile.mkdtemp(prefix="dpstream-beam-")
+    result = _run_with_tempdir(p, tmp)
     if wait and not job.streaming:
         result.wait_until_finish()
+        shutil.rmtree(tmp, ignore_errors=True)
         if job.report:
             from pipelines.report import write_report
             write_report(job)
+    else:
+        atexit.register(shutil.rmtree, tmp, True)
     return result
+
+
+def _run_with_tempdir(p, tmp: str):
+    """``p.run()`` with the process's temporary directory pointed at ``tmp`` (removed by the caller):
+    the DirectRunner first tries the Prism runner, whose job server leaves an empty
+    ``beam-temp*`` folder in the temporary directory when its binary cannot be fetched."""
+    old = tempfile.tempdir
+    tempfile.tempdir = tmp
+    try:
+        return p.run()
+    finally:
+        tempfile.tempdir = old
+
+
+OUTPUT_FILES = ("releases.jsonl", "dead_letter.jsonl")
+REPORT_FILES = ("centers.json", "privacy_plan.md", "evaluation.json", "report.png")
+
+
+def _local(path: Optional[str]) -> bool:
+    return bool(path) and "://" not in path and not path.startswith("projects/")
+
+
+def _check_dir(path: str, subject: str) -> None:
+    """Create the directory ``path`` if needed and check this process can write in it (and make a
+    folder in it, as Beam's file sinks do); one-line OptionError about ``subject`` otherwise."""
+    fix = "choose a path you can write"
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise OptionError(f"cannot write {subject}: {path} is a file, not a directory; {fix}")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        why = "a part of the path is a file" if isinstance(e, (NotADirectoryError, FileExistsError)) \
+            else (e.strerror or str(e))
+        raise OptionError(f"cannot write {subject}: cannot create {path}: {why}; {fix}") from None
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".dpstream-probe-", dir=path))
+    except OSError as e:
+        raise OptionError(f"cannot write {subject}: {path}: {e.strerror or e}; {fix}") from None
+
+
+def check_outputs(job: Job) -> None:
+    """Check (and create) the local output places before the pipeline starts, so a bad path fails
+    with one line instead of a Beam traceback; say which files a re-run overwrites."""
+    if _local(job.output):
+        _check_dir(job.output, f"--output {job.output}")
+        for name in OUTPUT_FILES + REPORT_FILES:
+            if os.path.isdir(os.path.join(job.output, name)):
+                raise OptionError(f"--output {job.output} holds a directory named {name}, where the job writes a "
+                                  f"file: remove it or choose another --output")
+    if _local(job.dead_letter):
+        if os.path.isdir(job.dead_letter):
+            raise OptionError(f"--dead_letter {job.dead_letter} is a directory: give a file path (e.g. "
+                              f"{_join(job.dead_letter, 'dead_letter.jsonl')})")
+        _check_dir(os.path.dirname(os.path.abspath(job.dead_letter)), f"--dead_letter {job.dead_letter}")
+    ours = []
+    if _local(job.output):
+        ours.append(_join(job.output, "releases.jsonl"))
+        if job.report:
+            ours += [_join(job.output, n) for n in REPORT_FILES]
+    if _local(job.dead_letter):
+        ours.append(job.dead_letter)
+    again = [f for f in ours if os.path.exists(f)]
+    if again:
+        print(f"dpstream: overwriting the files of an earlier run: {', '.join(again)}", file=sys.stderr)
+        if job.streaming:  # the streaming file sink appends: start from empty files
+            for f in again:
+                os.remove(f)
+    if _local(job.output) and not job.report:
+        stale = [n for n in REPORT_FILES if os.path.exists(os.path.join(job.output, n))]
+        if stale:
+            print(f"dpstream: note: {job.output} still holds {', '.join(stale)} of an earlier run (this run "
+                  f"does not rewrite them without --report)", file=sys.stderr)
+
+
+_STEP_OPTIONS = {"WriteDeadLetters": "--dead_letter", "WriteReleases": "--output / --output_topic",
+                 "ReadFiles": "--input", "ReadPubSub": "--input_subscription / --input_topic"}
+
+
+def describe_failure(exc: BaseException, job: Optional[Job] = None) -> str:
+    """One line for a failure inside the pipeline: what failed, in which step, the option to check."""
+    import re
+
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    m = re.search(r"\[while running '([^']+)'\]", text)
+    step = m.group(1) if m else None
+    msg = re.sub(r"\s*\[while running '[^']+'\]", "", first).strip()
+    if len(msg) > 300:
+        msg = msg[:300] + "…"
+    out = f"the job failed: {msg}"
+    if step:
+        top = step.split("/")[0]
+        out += f" (in step {top})"
+        opt = next((o for k, o in _STEP_OPTIONS.items() if top.startswith(k)), None)
+        if opt:
+            out += f"; check {opt}"
+    return out + "; set DPSTREAM_DEBUG=1 for the full traceback"
+
+
+class _QuietBeamErrors(logging.Filter):
+    """Beam logs a failing step's traceback at ERROR before raising; ``main`` prints one line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name.startswith("apache_beam") and record.levelno >= logging.ERROR)
 
 
 def warn(message: str) -> None:
@@ -611,21 +718,41 @@ def print_summary(job: Job, result, file=None) -> dict:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
+    """The ``dpstream`` command: exit 0 after a run (with its summary on stderr), 2 with one line on
+    an error in the options or in the run (``DPSTREAM_DEBUG=1`` shows Beam's traceback), 130 on Ctrl-C
+    of a batch run (Ctrl-C cancels a streaming run, prints its summary and exits 0)."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for noisy in ("apache_beam", "absl"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    debug = bool(os.environ.get("DPSTREAM_DEBUG"))
+    quiet = _QuietBeamErrors()
+    handlers = [] if debug else list(logging.getLogger().handlers)
+    for h in handlers:
+        h.addFilter(quiet)
+    job = None
     try:
         job, beam_args = parse_args(argv)
         result = launch(job, beam_args)
+        if getattr(result, "state", None) is not None and "RUNNING" in str(result.state):
+            try:
+                result.wait_until_finish()
+            except KeyboardInterrupt:
+                print("dpstream: interrupted: cancelling the job", file=sys.stderr)
+                result.cancel()
     except OptionError as e:
         print(f"dpstream: error: {e}", file=sys.stderr)
         return 2
-    if getattr(result, "state", None) is not None and "RUNNING" in str(result.state):
-        try:
-            result.wait_until_finish()
-        except KeyboardInterrupt:
-            print("dpstream: interrupted: cancelling the job", file=sys.stderr)
-            result.cancel()
+    except KeyboardInterrupt:
+        print("dpstream: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        if debug:
+            raise
+        print(f"dpstream: error: {describe_failure(e, job)}", file=sys.stderr)
+        return 2
+    finally:
+        for h in handlers:
+            h.removeFilter(quiet)
     print_summary(job, result)
     return 0
 

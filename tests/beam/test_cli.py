@@ -297,3 +297,104 @@ def test_a_truncated_npy_and_an_unreadable_input_are_one_line_errors(tmp_path, c
     rc, err = _main([f"--input={tmp_path}/d.npy", "--dim=2", "--radius=12", "--horizon_ticks=3",
                      f"--output={tmp_path}/o"], capsys)
     assert rc == 2 and len(err.strip().splitlines()) == 1 and "cannot read --input file" in err, err
+
+
+# --------------------------------------------------------------------------- output places and run failures
+
+@pytest.mark.parametrize("where, message", [
+    ("output_under_a_file", "a part of the path is a file"),
+    ("output_is_a_file", "is a file, not a directory"),
+    ("output_unwritable", "cannot write --output /proc/"),
+    ("dead_letter_unwritable", "cannot write --dead_letter /proc/"),
+    ("dead_letter_under_a_file", "cannot write --dead_letter"),
+    ("dead_letter_is_a_directory", "is a directory: give a file path"),
+])
+def test_bad_output_places_are_one_line_errors_before_the_run(tmp_path, where, message, capsys):
+    np.save(tmp_path / "x.npy", _blobs(50))
+    (tmp_path / "f").write_text("a file")
+    out = {"output_under_a_file": f"{tmp_path}/f/out", "output_is_a_file": f"{tmp_path}/f",
+           "output_unwritable": "/proc/dpstream-test/out"}.get(where, f"{tmp_path}/o")
+    argv = [f"--input={tmp_path}/x.npy", "--dim=2", "--radius=12", "--horizon_ticks=3", f"--output={out}"]
+    dead = {"dead_letter_unwritable": "/proc/dpstream-test/dead.jsonl",
+            "dead_letter_under_a_file": f"{tmp_path}/f/dead.jsonl", "dead_letter_is_a_directory": str(tmp_path)}
+    if where in dead:
+        argv.append(f"--dead_letter={dead[where]}")
+    rc, err = _main(argv, capsys)
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert err.startswith("dpstream: error: ") and message in err, err
+    assert "Traceback" not in err
+
+
+def test_a_failure_inside_the_pipeline_is_one_line_naming_the_step_and_option(tmp_path, monkeypatch, capsys):
+    """What only fails while the pipeline runs (here: the input file vanishes after the launch checks)
+    ends with one line, exit 2, never a traceback."""
+    np.save(tmp_path / "x.npy", _blobs(50))
+    real = job_mod.launch
+
+    def launch_after_the_file_is_gone(job, beam_args, wait=True):
+        os.remove(tmp_path / "x.npy")
+        return real(job, beam_args, wait)
+
+    monkeypatch.setattr(job_mod, "launch", launch_after_the_file_is_gone)
+    monkeypatch.delenv("DPSTREAM_DEBUG", raising=False)
+    rc, err = _main([f"--input={tmp_path}/x.npy", "--dim=2", "--radius=12", "--horizon_ticks=3",
+                     f"--output={tmp_path}/o"], capsys)
+    assert rc == 2, err
+    lines = err.strip().splitlines()
+    assert lines[-1].startswith("dpstream: error: the job failed") and "x.npy" in lines[-1], err
+    assert "check --input" in lines[-1] and "Traceback" not in err
+
+
+def test_a_rerun_says_what_it_overwrites_and_leaves_no_beam_temp_folder(tmp_path, seed_file, capsys,
+                                                                        monkeypatch):
+    import tempfile
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmpdir"))
+    os.makedirs(tmp_path / "tmpdir")
+    np.save(tmp_path / "x.npy", _blobs(300))
+    argv = [f"--input={tmp_path}/x.npy", "--dim=2", "--radius=12", "--tick_size=100", "--horizon_ticks=3",
+            f"--output={tmp_path}/o", f"--seed_file={seed_file}"]
+    rc, err = _main(argv, capsys)
+    assert rc == 0 and "overwriting" not in err
+    assert os.listdir(tmp_path / "tmpdir") == []  # the DirectRunner's Prism attempt left beam-temp* here
+    rc, err = _main(argv, capsys)
+    assert rc == 0
+    line = next(ln for ln in err.splitlines() if "overwriting" in ln)
+    assert "releases.jsonl" in line and "dead_letter.jsonl" in line
+    assert os.listdir(tmp_path / "tmpdir") == []
+
+
+def test_the_demo_removes_its_seed_file_at_exit(tmp_path, monkeypatch):
+    """make demo-pubsub writes a secret seed file: it is gone when the demo ends (here by an error)."""
+    import tempfile
+    from pipelines import demo_pubsub
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    seen = {}
+
+    class FakePubSub:
+        kind, host = "fake", "none"
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def topic(self, name):
+            return f"projects/p/topics/{name}"
+
+        def subscription(self, topic, name):
+            return f"projects/p/subscriptions/{name}"
+
+    def fake_run(argv):
+        seed = next(a.split("=", 1)[1] for a in argv if a.startswith("--seed_file="))
+        seen["seed"] = seed
+        seen["existed"] = os.path.exists(seed) and os.stat(seed).st_mode & 0o077 == 0
+        raise RuntimeError("stop the demo here")
+
+    monkeypatch.setattr("pipelines.local_pubsub.LocalPubSub", FakePubSub)
+    monkeypatch.setattr(job_mod, "run", fake_run)
+    with pytest.raises(RuntimeError, match="stop the demo"):
+        demo_pubsub.main(["--ticks=2", "--tick_seconds=1"])
+    assert seen["existed"], "the demo wrote no private seed file"
+    assert not os.path.exists(seen["seed"]) and os.listdir(tmp_path) == []
