@@ -52,10 +52,11 @@ def test_no_key_coder_warning_on_a_batch_run(tmp_path, seed_file, caplog):
 
 # --------------------------------------------------------------------------- the end-of-run summary
 
-def _main(argv, capsys):
+def _main(argv, capsys, stdout=False):
+    """Run the command; (exit code, stderr) — or (exit code, stderr, stdout)."""
     rc = job_mod.main(argv)
     cap = capsys.readouterr()
-    return rc, cap.err
+    return (rc, cap.err, cap.out) if stdout else (rc, cap.err)
 
 
 def _warnings(err):
@@ -398,3 +399,75 @@ def test_the_demo_removes_its_seed_file_at_exit(tmp_path, monkeypatch):
         demo_pubsub.main(["--ticks=2", "--tick_seconds=1"])
     assert seen["existed"], "the demo wrote no private seed file"
     assert not os.path.exists(seen["seed"]) and os.listdir(tmp_path) == []
+
+
+# --------------------------------------------------------------------------- --report for every batch input
+
+def _csv(path, X, header=False):
+    path.write_text(("x,y\n" if header else "") + "".join(f"{float(a)!r},{float(b)!r}\n" for a, b in X))
+
+
+@pytest.mark.parametrize("kind", ["csv", "jsonl", "npy"])
+def test_report_evaluates_every_batch_file_input(tmp_path, seed_file, capsys, kind):
+    X = _blobs(900, seed=4)
+    if kind == "csv":
+        _csv(tmp_path / "in.csv", X, header=True)
+        extra = ["--csv_header"]
+    elif kind == "jsonl":
+        (tmp_path / "in.jsonl").write_text("".join(json.dumps({"x": x.tolist()}) + "\n" for x in X))
+        extra = []
+    else:
+        np.save(tmp_path / "in.npy", X)
+        extra = []
+    out = tmp_path / "o"
+    rc, err = _main([f"--input={tmp_path}/in.{kind}", "--dim=2", "--radius=12", "--k=3", "--tick_size=300",
+                     "--horizon_ticks=3", f"--output={out}", f"--seed_file={seed_file}", "--report", *extra], capsys)
+    assert rc == 0, err
+    ev = json.loads((out / "evaluation.json").read_text())
+    assert ev["NON_PRIVATE"] and ev["n_points"] == 900 and ev["objective"] == "kmeans"
+    assert (out / "report.png").stat().st_size > 1000
+    assert "dpstream: report:" in err  # the progress line of the slow part
+    from dpstream.offline import cost
+    centers = np.asarray(json.loads((out / "centers.json").read_text())["centers"])
+    assert ev["cost_ratio_final"] == pytest.approx(cost(X, centers, z=2) / ev["reference_cost"], rel=1e-9)
+
+
+def test_report_with_kmedian_uses_the_kmedian_cost(tmp_path, seed_file, capsys):
+    X = _blobs(900, seed=5)
+    np.save(tmp_path / "in.npy", X)
+    out = tmp_path / "o"
+    rc, err, stdout = _main([f"--input={tmp_path}/in.npy", "--dim=2", "--radius=12", "--k=3", "--tick_size=300",
+                             "--horizon_ticks=3", "--objective=kmedian", f"--output={out}",
+                             f"--seed_file={seed_file}", "--report"], capsys, stdout=True)
+    assert rc == 0, err
+    ev = json.loads((out / "evaluation.json").read_text())
+    assert ev["objective"] == "kmedian" and "Σ distances" in ev["cost"] and "Weiszfeld" in ev["reference"]
+    from dpstream.offline import cost
+    centers = np.asarray(json.loads((out / "centers.json").read_text())["centers"])
+    assert ev["cost_ratio_final"] == pytest.approx(cost(X, centers, z=1) / ev["reference_cost"], rel=1e-9)
+    assert ev["cost_ratio_final"] != pytest.approx(cost(X, centers, z=2) / ev["reference_cost"], rel=1e-3)
+    assert "final k-median cost (Σ distances)" in stdout and "NON-PRIVATE" in stdout
+
+
+def test_report_on_a_timestamped_file_uses_the_event_time_ticks(tmp_path, seed_file, capsys):
+    _timestamped_jsonl(tmp_path / "ev.jsonl", 1796119200.0)
+    out = tmp_path / "o"
+    rc, err = _main([f"--input={tmp_path}/ev.jsonl", "--dim=2", "--radius=12", "--k=3", "--tick_seconds=10",
+                     "--horizon_ticks=6", "--t_start=1796119200", f"--output={out}", f"--seed_file={seed_file}",
+                     "--report"], capsys)
+    assert rc == 0, err
+    ev = json.loads((out / "evaluation.json").read_text())
+    assert ev["n_points"] == 600 and [t for t, _ in ev["prefix_cost_ratios"]] == [1, 2, 3, 4, 5, 6]
+
+
+def test_report_says_why_it_cannot_evaluate(tmp_path, seed_file, capsys):
+    np.save(tmp_path / "x.npy", _blobs(300))
+    out = tmp_path / "o"
+    (out).mkdir()
+    (out / "evaluation.json").write_text("{}")  # an earlier run's evaluation must not survive
+    rc, err, stdout = _main([f"--input={tmp_path}/x.npy", "--dim=3", "--radius=12", "--tick_size=100",
+                             "--horizon_ticks=3", f"--output={out}", f"--seed_file={seed_file}", "--report"],
+                            capsys, stdout=True)
+    assert rc == 0
+    assert "no evaluation.json / report.png: no valid record of the input lies inside the horizon" in stdout
+    assert not (out / "evaluation.json").exists() and (out / "centers.json").exists()
