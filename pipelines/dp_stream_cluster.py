@@ -37,6 +37,7 @@ LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunn
 KNOWN_RUNNERS = LOCAL_RUNNERS + ("DataflowRunner", "FlinkRunner", "SparkRunner", "PortableRunner",
                                  "InteractiveRunner", "TestDataflowRunner", "TestDirectRunner")
 BUILTIN_N = 200_000
+DEFAULT_K = 5  # also the built-in stream's number of clusters
 
 log = logging.getLogger("dpstream")
 
@@ -72,14 +73,18 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--dead_letter", help="file path or Pub/Sub topic for dead letters "
                                          "(default <output>/dead_letter.jsonl)")
     g = ap.add_argument_group("clustering (public parameters)")
-    g.add_argument("--k", type=int, help="number of centers (default 5 for the built-in stream)")
+    g.add_argument("--k", type=int, default=DEFAULT_K, help=f"number of centers k (default {DEFAULT_K})")
     g.add_argument("--dim", type=int, help="dimension d of the points (required with an input)")
     g.add_argument("--radius", type=float, help="public radius Λ of the data ball (required with an input); "
                                                 "points outside are clipped onto it")
     g.add_argument("--center", help="center of the data ball, d comma-separated numbers (default the origin)")
-    g.add_argument("--objective", default="kmeans", choices=("kmeans", "kmedian"))
+    g.add_argument("--objective", default="kmeans", choices=("kmeans", "kmedian"),
+                   help="the clustering objective: kmeans (sum of squared distances) or kmedian (sum of "
+                        "distances) (default kmeans)")
     g.add_argument("--semicoreset", default="tree", choices=("tree", "lloyd", "snap"),
-                   help="the DP block semicoreset A (default tree)")
+                   help="the DP block semicoreset A: tree (noisy-count/noisy-mean tree), lloyd (DP-Lloyd with "
+                        "Theorem 7) or snap (snap-to-center: the paper's baseline, for comparison only) "
+                        "(default tree)")
     g = ap.add_argument_group("privacy")
     g.add_argument("--epsilon", type=float, default=1.0, help="total ε of the whole run (default 1)")
     g.add_argument("--delta", type=float, default=1e-6, help="total δ of the whole run (default 1e-6)")
@@ -225,7 +230,7 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
             raise OptionError(f"--builtin_n must be >= 1, got {ns.builtin_n}")
         from dpstream.datasets import default_stream
         info = default_stream(1)[2]
-        k = ns.k if ns.k is not None else info["n_clusters"]
+        k = ns.k
         dim = ns.dim if ns.dim is not None else 2
         radius = ns.radius if ns.radius is not None else info["radius"]
         if dim != 2:
@@ -237,7 +242,7 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
                         "radius": "the public radius Λ of the data ball (fixed before seeing data; points "
                                   "outside are clipped)"}[name]
                 raise OptionError(f"missing --{name}: {what}")
-        k = ns.k if ns.k is not None else 5
+        k = ns.k
         dim, radius = ns.dim, ns.radius
 
     streaming = source == "pubsub"

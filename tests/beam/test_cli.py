@@ -471,3 +471,19 @@ def test_report_says_why_it_cannot_evaluate(tmp_path, seed_file, capsys):
     assert rc == 0
     assert "no evaluation.json / report.png: no valid record of the input lies inside the horizon" in stdout
     assert not (out / "evaluation.json").exists() and (out / "centers.json").exists()
+
+
+# --------------------------------------------------------------------------- help texts agree with the code
+
+def test_help_texts_agree_with_the_code(tmp_path):
+    np.save(tmp_path / "x.npy", _blobs(10))
+    actions = {a.dest: a for a in job_mod.build_parser()._actions}
+    assert actions["objective"].help and "kmedian" in actions["objective"].help
+    assert "baseline" in actions["semicoreset"].help and "snap" in actions["semicoreset"].help
+    assert f"(default {job_mod.DEFAULT_K})" in actions["k"].help
+    builtin, _ = job_mod.parse_args([f"--output={tmp_path}/o"])
+    files, _ = job_mod.parse_args([f"--input={tmp_path}/x.npy", "--dim=2", "--radius=1", "--horizon_ticks=1",
+                                   f"--output={tmp_path}/o"])
+    assert builtin.k == files.k == job_mod.DEFAULT_K
+    from dpstream.datasets import default_stream
+    assert default_stream(1)[2]["n_clusters"] == job_mod.DEFAULT_K  # the built-in stream's clusters
