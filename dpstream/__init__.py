@@ -9,7 +9,9 @@ from .engine import Engine
 from .noise import UnsafeSeedWarning
 from .params import EngineConfig
 from .privacy import PrivacyPlan
-from .release import Release
+from .reader import ReleaseModel, read_releases
+from .release import Release, ReleasedPlan
 
-__all__ = ["DPStreamClusterer", "DPStreamWarning", "Engine", "EngineConfig", "PrivacyPlan", "Release", "UnsafeSeedWarning"]
+__all__ = ["DPStreamClusterer", "DPStreamWarning", "Engine", "EngineConfig", "PrivacyPlan", "Release",
+           "ReleaseModel", "ReleasedPlan", "UnsafeSeedWarning", "read_releases"]
 __version__ = "0.1.0"

@@ -264,6 +264,15 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
             return 0
         return self._engine.peak_state if peak else self._engine.state_size()
 
+    @staticmethod
+    def from_release(release, objective=None):
+        """A model that predicts from a saved release (a :class:`~dpstream.release.Release` or its dict,
+        e.g. from :func:`dpstream.read_releases`): a :class:`~dpstream.reader.ReleaseModel` with
+        ``predict``, ``transform`` (distances to the centers) and ``score`` (−cost; k-median: distances).
+        It holds only the release, which is DP: unlike this estimator, it may be published."""
+        from .reader import ReleaseModel
+        return ReleaseModel(release, objective)
+
     @property
     def engine_(self) -> Engine:
         if self._engine is None:
