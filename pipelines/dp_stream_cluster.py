@@ -470,6 +470,8 @@ def build(p, job: Job, seed_path: str, source=None):
     else:
         releases | "WriteReleases" >> WriteJsonLines(job.releases_path, job.streaming)
     dead_letter | "WriteDeadLetters" >> WriteJsonLines(job.dead_letter, job.streaming)
+    from pipelines.progress import LogProgress
+    releases | "Progress" >> LogProgress(job.horizon_ticks, time.time())  # a side branch: logs only
     return {"releases": releases, "dead_letter": dead_letter}
 
 

@@ -487,3 +487,32 @@ def test_help_texts_agree_with_the_code(tmp_path):
     assert builtin.k == files.k == job_mod.DEFAULT_K
     from dpstream.datasets import default_stream
     assert default_stream(1)[2]["n_clusters"] == job_mod.DEFAULT_K  # the built-in stream's clusters
+
+
+# --------------------------------------------------------------------------- progress
+
+def test_progress_lines_report_ticks_and_do_not_change_the_releases(tmp_path, seed_file, caplog, monkeypatch):
+    np.save(tmp_path / "x.npy", _blobs(1200))
+    argv = [f"--input={tmp_path}/x.npy", "--dim=2", "--radius=12", "--tick_size=200", "--horizon_ticks=6",
+            f"--seed_file={seed_file}"]
+    monkeypatch.setenv("DPSTREAM_PROGRESS_SECONDS", "0")  # every release logs (default: every 5 s)
+    with caplog.at_level(logging.INFO, logger="dpstream"):
+        job_mod.run(argv + [f"--output={tmp_path}/a"])
+    lines = [r.getMessage() for r in caplog.records if "dpstream: progress:" in r.getMessage()]
+    assert [ln.split("tick ")[1].split(" ")[0] for ln in lines] == [f"{t}/6" for t in range(1, 7)], lines
+    assert "points/s" in lines[-1] and "done in" in lines[-1] and "ETA" in lines[-2]
+    # the same run without the progress branch releases exactly the same bytes
+    import apache_beam as beam
+    import pipelines.progress as progress
+
+    class NoProgress(beam.PTransform):
+        def __init__(self, *a, **kw):
+            super().__init__()
+
+        def expand(self, pcoll):
+            return pcoll | beam.Map(lambda _: None)
+
+    monkeypatch.setattr(progress, "LogProgress", NoProgress)
+    job_mod.run(argv + [f"--output={tmp_path}/b"])
+    a = sorted((tmp_path / "a" / "releases.jsonl").read_text().splitlines())
+    assert len(a) == 6 and a == sorted((tmp_path / "b" / "releases.jsonl").read_text().splitlines())
