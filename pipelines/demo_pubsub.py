@@ -115,6 +115,7 @@ def main(argv=None) -> int:
             canceller.start()
             ps.publisher().publish(t_in, b"", **{HEARTBEAT_ATTRIBUTE: "1"}).result(timeout=30)
             canceller.join(timeout=60)
+            job_mod.print_summary(job_mod.parse_args(argv_job)[0], result)  # operator telemetry, stderr
     drifted = means0 + drift
     print("\ntrue means at the end (public demo data): " +
           "  ".join(f"({c[0]:6.2f},{c[1]:6.2f})" for c in drifted))

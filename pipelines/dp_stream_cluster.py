@@ -562,6 +562,9 @@ def launch(job: Job, beam_args: List[str], wait: bool = True):
             raise OptionError(str(e)) from None
         del seed
     check_outputs(job)
+    if job.runner.split(".")[-1] in LOCAL_RUNNERS:
+        from pipelines.direct_metrics import install
+        install()  # the BundleBasedDirectRunner would lose the counters of a streaming run (Beam 2.77)
     opts = pipeline_options(job, beam_args)
     p = beam.Pipeline(options=opts)
     build(p, job, seed_path)
@@ -731,6 +734,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for noisy in ("apache_beam", "absl"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # "Deleting 1 existing files in target path matching: ": the job's own line names the files it overwrites
+    logging.getLogger("apache_beam.io.filebasedsink").setLevel(logging.ERROR)
     debug = bool(os.environ.get("DPSTREAM_DEBUG"))
     quiet = _QuietBeamErrors()
     handlers = [] if debug else list(logging.getLogger().handlers)
@@ -744,7 +749,8 @@ def main(argv: Optional[List[str]] = None) -> int:
             try:
                 result.wait_until_finish()
             except KeyboardInterrupt:
-                print("dpstream: interrupted: cancelling the job", file=sys.stderr)
+                print("dpstream: interrupted: cancelling the job (up to ~30 s while the Pub/Sub reader's "
+                      "pending pull returns)", file=sys.stderr, flush=True)
                 result.cancel()
     except OptionError as e:
         print(f"dpstream: error: {e}", file=sys.stderr)
