@@ -11,8 +11,11 @@
     → ClusterTicks (rings, DP-Merge-Reduce, release; one release per tick 1..T)
     → WriteReleases (JSON lines | Pub/Sub topic, attributes tick and epoch)
 
-Our options are split from Beam's (``run(argv)``); every error in them exits
-with one line saying what to fix. The master seed is a secret: it is read from
+(plus a side branch that logs progress). Our options are split from Beam's
+(``run(argv)``); every error in them, and in the input and output paths, exits
+with one line saying what to fix, before the pipeline starts. After a batch run
+(or when Ctrl-C cancels a streaming one) ``main`` prints the operator summary and
+its warnings on stderr (:mod:`pipelines.summary`). The master seed is a secret: it is read from
 ``--seed_file`` (a local path or any Beam filesystem URL such as gs://…) by the
 workers, never passed as an option value, a template parameter or a log line.
 Without ``--seed_file`` a local run draws 256 bits of OS entropy into a private
