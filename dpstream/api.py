@@ -275,6 +275,8 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
 
     @property
     def engine_(self) -> Engine:
+        """The engine itself — operator state, not a release: it holds raw buffered points and exact
+        counter sums (so does its pickle). Never publish it; publish ``release_`` instead."""
         if self._engine is None:
             raise AttributeError("not fitted")
         return self._engine
