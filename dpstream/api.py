@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import warnings
 from dataclasses import fields
 from typing import Optional
 
@@ -25,6 +26,20 @@ _ADVANCED = [f.name for f in fields(EngineConfig)
                                "horizon_ticks", "neighbouring", "center")]
 
 DEFAULT_PARTIAL_FIT_HORIZON = 1024
+
+
+class DPStreamWarning(UserWarning):
+    """A run that is probably misconfigured: e.g. most points were clipped onto the public ball
+    (check ``radius`` and ``center``). The message states exact counts: operator telemetry, for the
+    operator's eyes (stderr, logs), never for the release channel."""
+
+
+def _clip_message(n_clipped: int, n: int, radius, center) -> str:
+    where = "the origin" if center is None else "(" + ", ".join(f"{v:g}" for v in np.ravel(center)) + ")"
+    return (f"{n_clipped} of {n} points so far ({100.0 * n_clipped / n:.0f}%) lay outside the ball of "
+            f"radius {radius:g} around {where} and were clipped onto its boundary: the releases describe the "
+            f"clipped points. Check radius and center (fix them from domain knowledge, never from the data; "
+            f"see docs/choosing-parameters.md)")
 
 
 class DPStreamClusterer(ClusterMixin, BaseEstimator):
@@ -82,6 +97,19 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
     n_ticks_ : ticks consumed
     n_clipped_ : points clipped onto the ball — operator telemetry, an exact
         count: never publish it with the releases.
+
+    Warnings
+    --------
+    ``fit`` (once per call) and ``partial_fit`` (once, when it first happens) warn with
+    :class:`DPStreamWarning` when most points of the stream so far were clipped onto the
+    ball: ``radius`` or ``center`` is probably wrong.
+
+    Only the releases (``release_``, ``cluster_centers_``, ``privacy_plan_``) are DP.
+    The estimator object itself is operator state: its engine holds raw buffered points
+    and exact counter sums, ``state_size()`` and ``n_clipped_`` are exact counts. Never
+    publish, pickle to a shared place or return the model object to a data consumer;
+    publish its releases (``release_.to_dict()``) and rebuild a model for predictions
+    with :meth:`from_release`.
     """
 
     def __init__(self, n_clusters=8, *, epsilon=1.0, delta=1e-6, radius=None, objective="kmeans",
@@ -162,6 +190,8 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         self._engine = Engine(cfg, seed_bytes(self.random_state))
         self.n_features_in_ = dim
         self.privacy_plan_ = self._engine.plan
+        self._n_seen = 0  # operator telemetry, for the clipping warning only
+        self._clip_warned = False
 
     # -- fitting --------------------------------------------------------------
     def partial_fit(self, X, y=None) -> "DPStreamClusterer":
@@ -171,6 +201,9 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
             self._start(X.shape[1], DEFAULT_PARTIAL_FIT_HORIZON if self.horizon_ticks is None
                         else self.horizon_ticks)
         self._take(self._engine.step(X))
+        self._n_seen = getattr(self, "_n_seen", 0) + X.shape[0]  # getattr: an estimator pickled by an older version
+        if not getattr(self, "_clip_warned", False):
+            self._check_clipping()
         return self
 
     def fit(self, X, y=None) -> "DPStreamClusterer":
@@ -195,7 +228,16 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
                 rel = self.release_
                 print(f"[dpstream] tick {rel.tick}/{n_ticks} epoch {rel.epoch} |F|={rel.n_candidate_centers} "
                       f"DP count ≈ {rel.count_estimate:,.0f}", flush=True)
+        self._n_seen = X.shape[0]
+        self._check_clipping()
         return self
+
+    def _check_clipping(self) -> None:
+        """Warn (once per run) when most points so far were clipped onto the ball."""
+        n, n_clipped = self._n_seen, self.n_clipped_
+        if n and 2 * n_clipped > n:
+            self._clip_warned = True
+            warnings.warn(_clip_message(n_clipped, n, self.radius, self.center), DPStreamWarning, stacklevel=3)
 
     def _take(self, rel: Release) -> None:
         self.release_ = rel
@@ -214,13 +256,27 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         return self.fit(X).predict(X)
 
     def state_size(self, peak: bool = False) -> int:
-        """Floats held in the engine's state, measured from its arrays (``peak=True``: the largest seen)."""
+        """Floats held in the engine's state, measured from its arrays (``peak=True``: the largest seen).
+
+        Operator telemetry: an exact function of how many points are buffered, not DP. Use it to
+        size workers; never publish it with the releases."""
         if self._engine is None:
             return 0
         return self._engine.peak_state if peak else self._engine.state_size()
 
+    @staticmethod
+    def from_release(release, objective=None):
+        """A model that predicts from a saved release (a :class:`~dpstream.release.Release` or its dict,
+        e.g. from :func:`dpstream.read_releases`): a :class:`~dpstream.reader.ReleaseModel` with
+        ``predict``, ``transform`` (distances to the centers) and ``score`` (−cost; k-median: distances).
+        It holds only the release, which is DP: unlike this estimator, it may be published."""
+        from .reader import ReleaseModel
+        return ReleaseModel(release, objective)
+
     @property
     def engine_(self) -> Engine:
+        """The engine itself — operator state, not a release: it holds raw buffered points and exact
+        counter sums (so does its pickle). Never publish it; publish ``release_`` instead."""
         if self._engine is None:
             raise AttributeError("not fitted")
         return self._engine

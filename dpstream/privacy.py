@@ -358,13 +358,44 @@ def a_multiplicities(cfg: EngineConfig) -> Tuple[int, int]:
 
 
 def plan_table(d: dict) -> str:
-    """The ledger as a Markdown table, from :meth:`PrivacyPlan.to_dict` (what every release carries)."""
-    head = (f"Privacy plan: ({d['epsilon']:g}, {d['delta']:g})-DP under {d['neighbouring']} neighbours; "
-            f"spent ε = {d['total_epsilon']:.4f} (PLD {d['pld_epsilon']:.4f}, basic sum "
-            f"{d['basic_epsilon']:.4f}) at δ = {d['delta']:g}; seed {d['seed_hash'] or '-'}\n")
-    rows = ["| component | mechanism | noise | sensitivity | × per record | ε alone |",
-            "|---|---|---|---|---|---|"]
+    """The ledger as a Markdown table, from :meth:`PrivacyPlan.to_dict` (what every release carries).
+
+    Each line's ε is what that line would cost *if it ran alone* (a Gaussian line at its own share of
+    δ); these do not add up to the total. The total is the smaller of one privacy-loss-distribution
+    composition of every line at δ and the basic sum (the Gaussian lines merged exactly into one
+    Gaussian, whose ε at δ is added to the pure parts). The "share" column is each Gaussian line's
+    part of that merged Gaussian's 1/z² = Σ instances·(sensitivity/σ)²: those shares do add up."""
+    rel = d["neighbouring"]
+    head = (f"Privacy plan: ({d['epsilon']:g}, {d['delta']:g})-DP for one record under {rel} neighbours "
+            f"(the sensitivities below are for this relation); seed {d['seed_hash'] or '-'}\n"
+            f"Total spent: ε = {d['total_epsilon']:.4f} at δ = {d['delta']:g}, the smaller of the PLD composition "
+            f"of all lines ({d['pld_epsilon']:.4f}) and the basic sum ({d['basic_epsilon']:.4f})\n\n")
+    gauss = [ln for ln in d["lines"] if ln["mechanism"] == "gaussian" and ln["noise"] > 0]
+    inv = {id(ln): ln["count"] * (ln["sensitivity"] / ln["noise"]) ** 2 for ln in gauss}
+    total_inv = sum(inv.values())
+    rows = [f"| component | mechanism | noise (σ or scale b) | sensitivity per record ({rel}) | instances per "
+            f"record | share of the merged Gaussian (1/z²) | ε if this line ran alone |",
+            "|---|---|---|---|---|---|---|"]
     for ln in d["lines"]:
+        if id(ln) in inv and total_inv > 0:
+            share = f"{100.0 * inv[id(ln)] / total_inv:.1f}%"
+        elif ln["mechanism"] in ("svt", "discrete_laplace"):
+            share = "— (pure ε)"
+        else:
+            share = "—"
         rows.append(f"| {ln['component']} | {ln['mechanism']} | {ln['noise']:.4g} | {ln['sensitivity']:.4g} | "
-                    f"{ln['count']} | {ln['epsilon']:.4g} |")
-    return head + "\n".join(rows)
+                    f"{ln['count']} | {share} | {ln['epsilon']:.4g} |")
+    if d.get("mode") == "gaussian+pld" and total_inv > 0:
+        pure = sum(ln["epsilon"] for ln in d["lines"] if ln["mechanism"] != "gaussian")
+        foot = (f"\n\nWhy the last column does not add up to the total: it is each line's ε if it were the only "
+                f"mechanism, each Gaussian line at its own share of δ. Gaussian noise composes exactly: the "
+                f"{len(gauss)} Gaussian lines act as one Gaussian of noise multiplier z = {total_inv ** -0.5:.4g} "
+                f"(the share column adds up to 100%); its ε at δ = {d['delta']:g} plus the pure part "
+                f"(ε = {pure:.4g}) is the basic sum {d['basic_epsilon']:.4f}, and the PLD composes everything at "
+                f"δ more tightly ({d['pld_epsilon']:.4f}).")
+    elif d.get("mode") == "pure":
+        foot = (f"\n\nPure ε (δ = 0): the lines compose by the basic sum, so the last column adds up to the "
+                f"total ε = {d['total_epsilon']:.4f}.")
+    else:
+        foot = ""
+    return head + "\n".join(rows) + foot

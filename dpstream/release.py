@@ -1,11 +1,13 @@
 """What a tick releases (DESIGN §4): DP by construction, safe to send anywhere."""
 from __future__ import annotations
 
-from dataclasses import dataclass
+import copy
+from collections.abc import Mapping
+from dataclasses import MISSING, dataclass, fields
 
 import numpy as np
 
-from .privacy import PrivacyPlan
+from .privacy import PrivacyPlan, plan_table
 
 # The only fields a release record may carry; tests scan serialised releases against it.
 RELEASE_FIELDS = ("tick", "epoch", "centers", "coreset_points", "coreset_weights", "count_estimate",
@@ -34,7 +36,7 @@ class Release:
     plan: PrivacyPlan
 
     def to_dict(self) -> dict:
-        return {
+        d = {
             "tick": int(self.tick),
             "epoch": int(self.epoch),
             "centers": self.centers.tolist(),
@@ -44,3 +46,87 @@ class Release:
             "n_candidate_centers": int(self.n_candidate_centers),
             "privacy": self.plan.to_dict(),
         }
+        for key, value in getattr(self, "_extra", {}).items():  # keys from_dict kept (a newer writer's)
+            d.setdefault(key, copy.deepcopy(value))
+        return d
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "Release":
+        """The inverse of :meth:`to_dict` (e.g. one line of ``releases.jsonl``): ``to_dict(from_dict(d)) == d``.
+
+        Arrays come back as numpy arrays; the privacy plan as a :class:`ReleasedPlan` (the plan's
+        dict, with attribute access and ``table()``). A key this version does not know (written by a
+        newer dpstream) is kept and written back by ``to_dict``; a field missing from ``d`` takes its
+        default when it has one; a missing required field raises ValueError."""
+        if not isinstance(d, Mapping):
+            raise ValueError(f"a release is a dict (one JSON object), got {type(d).__name__}")
+        kw, known = {}, set()
+        for f in fields(cls):
+            key = "privacy" if f.name == "plan" else f.name
+            known.add(key)
+            if key in d:
+                kw[f.name] = _FROM_JSON.get(f.name, _same)(d[key])
+            elif f.default is MISSING and f.default_factory is MISSING:
+                raise ValueError(f"not a dpstream release: the key {key!r} is missing")
+        pts = kw.get("coreset_points")
+        centers = kw.get("centers")
+        if pts is not None and pts.size == 0 and centers is not None and centers.ndim == 2:
+            kw["coreset_points"] = pts.reshape(0, centers.shape[1])
+        rel = cls(**kw)
+        extra = {k: copy.deepcopy(v) for k, v in d.items() if k not in known}
+        if extra:
+            object.__setattr__(rel, "_extra", extra)  # frozen dataclass: extras ride along, outside the fields
+        return rel
+
+
+class ReleasedPlan(Mapping):
+    """The privacy plan as a release carries it (:meth:`PrivacyPlan.to_dict`), read back: a read-only
+    mapping with attribute access (``plan.total_epsilon``, ``plan.neighbouring``), ``to_dict()`` and
+    ``table()`` (the Markdown ledger). Public: it is part of every release."""
+
+    def __init__(self, d: Mapping):
+        self._d = copy.deepcopy(dict(d))
+
+    def __getitem__(self, key):
+        return self._d[key]
+
+    def __iter__(self):
+        return iter(self._d)
+
+    def __len__(self) -> int:
+        return len(self._d)
+
+    def __getattr__(self, name):
+        try:
+            return self.__dict__["_d"][name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+    def to_dict(self) -> dict:
+        return copy.deepcopy(self._d)
+
+    def table(self) -> str:
+        return plan_table(self._d)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def __repr__(self) -> str:
+        return f"ReleasedPlan(epsilon={self._d.get('epsilon')!r}, delta={self._d.get('delta')!r}, " \
+               f"total_epsilon={self._d.get('total_epsilon')!r}, neighbouring={self._d.get('neighbouring')!r})"
+
+
+def _same(v):
+    return copy.deepcopy(v)
+
+
+_FROM_JSON = {
+    "tick": int,
+    "epoch": int,
+    "centers": lambda v: np.asarray(v, dtype=np.float64),
+    "coreset_points": lambda v: np.asarray(v, dtype=np.float64),
+    "coreset_weights": lambda v: np.asarray(v, dtype=np.int64),
+    "count_estimate": float,
+    "n_candidate_centers": int,
+    "plan": lambda v: ReleasedPlan(v),
+}

@@ -6,21 +6,35 @@ Gaussian-mixture stream at a steady rate (plus heartbeat messages that keep the
 DirectRunner's watermark moving), runs the streaming job on the
 BundleBasedDirectRunner, prints each release's centers and the privacy plan from
 the output subscription, and stops everything it started (the job by cancel,
-the emulator by its process group).
+the emulator by its process group); its seed file and dead letters live in a
+temporary folder removed at exit.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import math
 import os
+import shutil
 import sys
 import tempfile
 import threading
 import time
 
 import numpy as np
+
+
+@contextlib.contextmanager
+def private_workdir():
+    """A temporary folder for the demo's seed file and dead letters, removed on exit (also on
+    Ctrl-C or an error): the seed is a secret and must not outlive the run."""
+    tmp = tempfile.mkdtemp(prefix="dpstream-demo-")
+    try:
+        yield tmp
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def main(argv=None) -> int:
@@ -43,8 +57,7 @@ def main(argv=None) -> int:
     means0 = rng.uniform(-8, 8, size=(k, d))
     drift = rng.normal(size=(k, d))
     drift *= 4.0 / np.linalg.norm(drift, axis=1, keepdims=True)  # each mean moves 4 units over the run
-    tmp = tempfile.mkdtemp(prefix="dpstream-demo-")
-    with LocalPubSub() as ps:
+    with private_workdir() as tmp, LocalPubSub() as ps:
         print(f"local Pub/Sub: {ps.kind} at {ps.host}")
         t_in, t_out = ps.topic("points"), ps.topic("releases")
         sub_in, sub_out = ps.subscription(t_in, "points-sub"), ps.subscription(t_out, "releases-sub")
@@ -55,7 +68,7 @@ def main(argv=None) -> int:
         os.close(fd)
         argv_job = [f"--input_subscription={sub_in}", f"--output_topic={t_out}",
                     f"--dead_letter={tmp}/dead_letter.jsonl", f"--dim={d}", f"--radius={radius}", f"--k={k}",
-                    f"--tick_seconds={args.tick_seconds}", f"--t_start={t_start}",
+                    f"--tick_seconds={args.tick_seconds}", f"--t_start={t_start * args.tick_seconds!r}",
                     f"--horizon_ticks={args.ticks}", f"--allowed_lateness_seconds={args.tick_seconds}",
                     f"--epsilon={args.epsilon}", f"--seed_file={seed}"]
         print("job: python -m pipelines.dp_stream_cluster " + " ".join(argv_job))
@@ -102,6 +115,7 @@ def main(argv=None) -> int:
             canceller.start()
             ps.publisher().publish(t_in, b"", **{HEARTBEAT_ATTRIBUTE: "1"}).result(timeout=30)
             canceller.join(timeout=60)
+            job_mod.print_summary(job_mod.parse_args(argv_job)[0], result)  # operator telemetry, stderr
     drifted = means0 + drift
     print("\ntrue means at the end (public demo data): " +
           "  ".join(f"({c[0]:6.2f},{c[1]:6.2f})" for c in drifted))

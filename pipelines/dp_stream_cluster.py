@@ -11,8 +11,11 @@
     → ClusterTicks (rings, DP-Merge-Reduce, release; one release per tick 1..T)
     → WriteReleases (JSON lines | Pub/Sub topic, attributes tick and epoch)
 
-Our options are split from Beam's (``run(argv)``); every error in them exits
-with one line saying what to fix. The master seed is a secret: it is read from
+(plus a side branch that logs progress). Our options are split from Beam's
+(``run(argv)``); every error in them, and in the input and output paths, exits
+with one line saying what to fix, before the pipeline starts. After a batch run
+(or when Ctrl-C cancels a streaming one) ``main`` prints the operator summary and
+its warnings on stderr (:mod:`pipelines.summary`). The master seed is a secret: it is read from
 ``--seed_file`` (a local path or any Beam filesystem URL such as gs://…) by the
 workers, never passed as an option value, a template parameter or a log line.
 Without ``--seed_file`` a local run draws 256 bits of OS entropy into a private
@@ -37,6 +40,7 @@ LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunn
 KNOWN_RUNNERS = LOCAL_RUNNERS + ("DataflowRunner", "FlinkRunner", "SparkRunner", "PortableRunner",
                                  "InteractiveRunner", "TestDataflowRunner", "TestDirectRunner")
 BUILTIN_N = 200_000
+DEFAULT_K = 5  # also the built-in stream's number of clusters
 
 log = logging.getLogger("dpstream")
 
@@ -57,8 +61,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--input_subscription", help="Pub/Sub subscription projects/P/subscriptions/S (streaming)")
     g.add_argument("--input_topic", help="Pub/Sub topic projects/P/topics/T (streaming; the runner makes its own "
                                          "subscription and misses messages published before the job starts)")
-    g.add_argument("--format", default="auto", choices=("auto", "json", "csv", "numpy"),
-                   help="record format (default: from the file extension / auto for Pub/Sub)")
+    g.add_argument("--format", choices=("auto", "json", "csv", "numpy"),
+                   help="record format: json, csv, numpy, or auto (sniff each line: JSON if it starts with { or "
+                        "[, else CSV); default: each file's extension (.jsonl/.json → json, .csv → csv, .npy → "
+                        "numpy), auto for Pub/Sub")
+    g.add_argument("--csv_header", type=_flag, nargs="?", const=True, default=False, metavar="BOOL",
+                   help="skip the first line of every CSV file, a header; it keeps no slot (slot 0 is the first "
+                        "data row). --csv_header alone means true")
     g.add_argument("--builtin_n", type=int, default=BUILTIN_N,
                    help=f"points of the built-in stream when no input is given (default {BUILTIN_N})")
     g = ap.add_argument_group("output")
@@ -67,14 +76,18 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--dead_letter", help="file path or Pub/Sub topic for dead letters "
                                          "(default <output>/dead_letter.jsonl)")
     g = ap.add_argument_group("clustering (public parameters)")
-    g.add_argument("--k", type=int, help="number of centers (default 5 for the built-in stream)")
+    g.add_argument("--k", type=int, default=DEFAULT_K, help=f"number of centers k (default {DEFAULT_K})")
     g.add_argument("--dim", type=int, help="dimension d of the points (required with an input)")
     g.add_argument("--radius", type=float, help="public radius Λ of the data ball (required with an input); "
                                                 "points outside are clipped onto it")
     g.add_argument("--center", help="center of the data ball, d comma-separated numbers (default the origin)")
-    g.add_argument("--objective", default="kmeans", choices=("kmeans", "kmedian"))
+    g.add_argument("--objective", default="kmeans", choices=("kmeans", "kmedian"),
+                   help="the clustering objective: kmeans (sum of squared distances) or kmedian (sum of "
+                        "distances) (default kmeans)")
     g.add_argument("--semicoreset", default="tree", choices=("tree", "lloyd", "snap"),
-                   help="the DP block semicoreset A (default tree)")
+                   help="the DP block semicoreset A: tree (noisy-count/noisy-mean tree), lloyd (DP-Lloyd with "
+                        "Theorem 7) or snap (snap-to-center: the paper's baseline, for comparison only) "
+                        "(default tree)")
     g = ap.add_argument_group("privacy")
     g.add_argument("--epsilon", type=float, default=1.0, help="total ε of the whole run (default 1)")
     g.add_argument("--delta", type=float, default=1e-6, help="total δ of the whole run (default 1e-6)")
@@ -88,8 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
                                                  "(default 1000)")
     g.add_argument("--tick_seconds", type=float, help="seconds per tick of the event-time clock "
                                                       "(Pub/Sub: default 10; files: uses each record's ts)")
-    g.add_argument("--t_start", type=int, help="event-time clock: index of the first tick, floor(start / "
-                                               "tick_seconds) (default: the launch time)")
+    g.add_argument("--t_start", help="event-time clock: the public time the first tick contains, as ISO 8601 "
+                                     "(2026-12-01T10:00:00Z) or Unix seconds (1796119200); tick 1 starts at "
+                                     "floor(t / tick_seconds) * tick_seconds. tick:N gives the tick index N "
+                                     "itself. Required for timestamped files; Pub/Sub default: the launch time")
     g.add_argument("--horizon_ticks", type=int, help="public horizon T: ticks 1..T release, later records are "
                                                      "dropped (required with an input)")
     g.add_argument("--allowed_lateness_seconds", type=float, default=5.0,
@@ -98,6 +113,16 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--report", action="store_true",
                    help="after a batch run with --output, write centers.json, privacy_plan.md and report.png")
     return ap
+
+
+def _flag(v: str) -> bool:
+    """A boolean option value: true/false, 1/0, yes/no (a Flex Template passes --name=value)."""
+    t = str(v).strip().lower()
+    if t in ("true", "1", "yes", "on"):
+        return True
+    if t in ("false", "0", "no", "off"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {v!r}")
 
 
 @dataclass
@@ -124,12 +149,17 @@ class Job:
     clock: str                  # "position" | "event_time"
     tick_size: Optional[int]
     tick_seconds: Optional[float]
-    t_start: Optional[int]
+    t_start: Optional[int]      # the event-time clock's index of tick 1: floor(start time / tick_seconds)
     horizon_ticks: int
     allowed_lateness_seconds: Optional[float]
     streaming: bool
     runner: str
     report: bool
+    t_start_given: bool = True  # False: --t_start defaulted to the launch time (Pub/Sub)
+    csv_header: bool = False
+    files: Optional[list] = None  # file input: the FileSpecs checked at launch (path, slot offset, format, header)
+    n_slots: Optional[int] = None  # file input: the records (slots) the files hold — public under replace-one
+    notes: Optional[list] = None  # launch-time hints for the operator
 
     @property
     def releases_path(self) -> Optional[str]:
@@ -203,7 +233,7 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
             raise OptionError(f"--builtin_n must be >= 1, got {ns.builtin_n}")
         from dpstream.datasets import default_stream
         info = default_stream(1)[2]
-        k = ns.k if ns.k is not None else info["n_clusters"]
+        k = ns.k
         dim = ns.dim if ns.dim is not None else 2
         radius = ns.radius if ns.radius is not None else info["radius"]
         if dim != 2:
@@ -215,7 +245,7 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
                         "radius": "the public radius Λ of the data ball (fixed before seeing data; points "
                                   "outside are clipped)"}[name]
                 raise OptionError(f"missing --{name}: {what}")
-        k = ns.k if ns.k is not None else 5
+        k = ns.k
         dim, radius = ns.dim, ns.radius
 
     streaming = source == "pubsub"
@@ -236,8 +266,19 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
         tick_seconds = ns.tick_seconds if ns.tick_seconds is not None else 10.0
         if not (math.isfinite(tick_seconds) and tick_seconds > 0):
             raise OptionError(f"--tick_seconds must be > 0, got {tick_seconds}")
+        if source == "builtin":
+            raise OptionError("the built-in stream has no timestamps: drop --tick_seconds (it uses --tick_size, "
+                              "a position clock)")
         from transforms.ticks import TickClock
-        t_start = ns.t_start if ns.t_start is not None else TickClock.t_start_for(time.time(), tick_seconds)
+        if ns.t_start is not None:
+            t_start = parse_t_start(ns.t_start, tick_seconds)
+        elif source == "files":
+            raise OptionError("missing --t_start: a timestamped file (--tick_seconds) needs the public time its "
+                              "first tick starts, e.g. --t_start 2026-12-01T00:00:00Z (ISO 8601) or Unix seconds: "
+                              "when your data starts, fixed without looking at the data (without it the horizon "
+                              "would start at the launch time and every record would fall outside it)")
+        else:
+            t_start = TickClock.t_start_for(time.time(), tick_seconds)
 
     if ns.horizon_ticks is not None:
         horizon = ns.horizon_ticks
@@ -286,15 +327,66 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
               seed_registry=ns.seed_registry,
               clock=clock, tick_size=tick_size, tick_seconds=tick_seconds, t_start=t_start,
               horizon_ticks=horizon, allowed_lateness_seconds=lateness, streaming=streaming, runner=runner,
-              report=ns.report)
+              report=ns.report, t_start_given=ns.t_start is not None)
     engine_config(job)  # validates k, ε, δ, radius … with the engine's own messages
+    if ns.csv_header and source != "files":
+        raise OptionError("--csv_header applies to --input files")
+    if ns.format is not None and source == "builtin":
+        raise OptionError("the built-in stream is numpy arrays: drop --format")
+    job.csv_header = bool(ns.csv_header)
     if source == "files":
-        from pipelines.sources import match_files
+        from pipelines.sources import plan_files
         try:
-            match_files(job.input)
+            job.files, job.n_slots, job.notes = plan_files(job.input, job.fmt, job.csv_header)
         except ValueError as e:
             raise OptionError(str(e)) from None
     return job, rest
+
+
+_LAST_SECOND = 253402300799.0  # 9999-12-31T23:59:59Z
+_FIRST_SECOND = -62135596800.0  # 0001-01-01T00:00:00Z
+
+
+def parse_t_start(value: str, tick_seconds: float) -> int:
+    """``--t_start`` → the event-time clock's index of tick 1, ``floor(t / tick_seconds)``.
+
+    ``value`` is a time: ISO 8601 with a time zone (``2026-12-01T10:00:00Z``,
+    ``2026-12-01T11:00:00+01:00``) or Unix seconds (``1796119200``, ``1796119200.5``);
+    or, explicitly marked, the tick index itself (``tick:179611920``). Raises OptionError."""
+    import datetime
+
+    from transforms.ticks import TickClock
+
+    v = str(value).strip()
+    if v.lower().startswith("tick:"):
+        try:
+            index = int(v[5:])
+        except ValueError:
+            raise OptionError(f"--t_start {value!r}: tick:N needs an integer tick index N") from None
+        if not _FIRST_SECOND <= index * tick_seconds <= _LAST_SECOND:
+            raise OptionError(f"--t_start {value!r}: tick index {index} of {tick_seconds:g} s would start after "
+                              f"the year 9999; give a time instead (ISO 8601 or Unix seconds)")
+        return index
+    try:
+        t = float(v)
+    except ValueError:
+        t = None
+    if t is None:
+        try:
+            dt = datetime.datetime.fromisoformat(v[:-1] + "+00:00" if v[-1:] in "zZ" else v)
+        except ValueError:
+            raise OptionError(f"--t_start {value!r} is not a time: give ISO 8601 (2026-12-01T10:00:00Z) or Unix "
+                              f"seconds (1796119200), or tick:N for a tick index") from None
+        if dt.tzinfo is None:
+            raise OptionError(f"--t_start {value!r} has no time zone: add Z for UTC (e.g. "
+                              f"{dt.isoformat()}Z) or an offset such as +01:00")
+        t = dt.timestamp()
+    if not math.isfinite(t):
+        raise OptionError(f"--t_start must be a finite time, got {value!r}")
+    if not _FIRST_SECOND <= t <= _LAST_SECOND:
+        hint = " (milliseconds? give seconds since the epoch)" if t > _LAST_SECOND else ""
+        raise OptionError(f"--t_start {value!r} is outside the years 1..9999{hint}")
+    return TickClock.t_start_for(t, tick_seconds)
 
 
 def _topic_ok(t: str) -> bool:
@@ -341,19 +433,34 @@ def build(p, job: Job, seed_path: str, source=None):
 
     cfg = engine_config(job)
     clock = tick_clock(job)
-    if source is not None:
-        records = source
-    elif job.source == "files":
-        records = p | "ReadFiles" >> ReadFileRecords(job.input)
-    elif job.source == "pubsub":
-        records = p | "ReadPubSub" >> ReadPubSubRecords(job.subscription, job.topic)
+    if source is None and job.source == "files":
+        # one read + parse per record format (usually one): each file is parsed as its format says
+        by_fmt = {}
+        for spec in job.files or plan_files_or_fail(job):
+            by_fmt.setdefault(spec.fmt, []).append(spec)
+        outs = []
+        for fmt, specs in sorted(by_fmt.items()):
+            sfx = "" if len(by_fmt) == 1 else "_" + fmt
+            records = p | ("ReadFiles" + sfx) >> ReadFileRecords(files=specs)
+            outs.append(records | ("ParsePoints" + sfx) >> ParsePoints(job.dim, fmt, batch_arrays=True))
+        if len(outs) == 1:
+            points, dead_letter = outs[0].points, outs[0].dead_letter
+        else:
+            points = tuple(o.points for o in outs) | "AllPoints" >> beam.Flatten()
+            dead_letter = tuple(o.dead_letter for o in outs) | "AllDeadLetters" >> beam.Flatten()
     else:
-        records = p | "BuiltinStream" >> BuiltinStream(job.builtin_n)
-    if job.source == "pubsub" or job.streaming:
-        records = records | "DedupByMessageId" >> DedupByMessageId()
-    fmt = job.fmt
-    parsed = records | "ParsePoints" >> ParsePoints(job.dim, fmt, batch_arrays=True)
-    ticks = parsed.points | "BatchIntoTicks" >> _batch_into_ticks(job)
+        if source is not None:
+            records = source
+        elif job.source == "pubsub":
+            records = p | "ReadPubSub" >> ReadPubSubRecords(job.subscription, job.topic)
+        else:
+            records = p | "BuiltinStream" >> BuiltinStream(job.builtin_n)
+        if job.source == "pubsub" or job.streaming:
+            records = records | "DedupByMessageId" >> DedupByMessageId()
+        fmt = job.fmt or ("numpy" if job.source == "builtin" and source is None else "auto")
+        parsed = records | "ParsePoints" >> ParsePoints(job.dim, fmt, batch_arrays=True)
+        points, dead_letter = parsed.points, parsed.dead_letter
+    ticks = points | "BatchIntoTicks" >> _batch_into_ticks(job)
     mode = "streaming" if job.streaming else "batch"
     delay = close_delay_seconds(job)
     schedule = TickSchedule(clock, cfg.horizon_ticks, mode, delay)
@@ -369,8 +476,18 @@ def build(p, job: Job, seed_path: str, source=None):
         releases | "WriteReleases" >> WriteJsonLines(job.output_topic, job.streaming, attributes=release_message)
     else:
         releases | "WriteReleases" >> WriteJsonLines(job.releases_path, job.streaming)
-    parsed.dead_letter | "WriteDeadLetters" >> WriteJsonLines(job.dead_letter, job.streaming)
-    return {"releases": releases, "dead_letter": parsed.dead_letter}
+    dead_letter | "WriteDeadLetters" >> WriteJsonLines(job.dead_letter, job.streaming)
+    from pipelines.progress import LogProgress
+    releases | "Progress" >> LogProgress(job.horizon_ticks, time.time())  # a side branch: logs only
+    return {"releases": releases, "dead_letter": dead_letter}
+
+
+def plan_files_or_fail(job: Job):
+    from pipelines.sources import plan_files
+    try:
+        return plan_files(job.input, job.fmt, job.csv_header)[0]
+    except ValueError as e:
+        raise OptionError(str(e)) from None
 
 
 PANE_SECONDS = 1  # BatchIntoTicks' processing-time pane on a stream
@@ -421,10 +538,21 @@ def private_seed_file() -> str:
 
 
 def run(argv: Optional[List[str]] = None, wait: bool = True):
-    """Parse options, build and run the job. Returns the PipelineResult."""
+    """Parse options, build and run the job; returns the Beam ``PipelineResult``.
+
+    A batch run waits for the pipeline to finish (and writes the report with
+    ``--report``); a streaming run (Pub/Sub input) returns at once: poll its sinks and
+    call ``result.cancel()`` to stop it. ``operator_counts(result)`` gives the job's exact
+    counters as a dict (operator telemetry, see :mod:`pipelines.summary`); Beam's own
+    ``result.metrics()`` has them too. Errors in the options raise :class:`OptionError`."""
+    job, beam_args = parse_args(argv)
+    return launch(job, beam_args, wait)
+
+
+def launch(job: Job, beam_args: List[str], wait: bool = True):
+    """Build and run a parsed job (:func:`run` without the parsing)."""
     import apache_beam as beam
 
-    job, beam_args = parse_args(argv)
     seed_path = job.seed_file or private_seed_file()
     if job.seed_file:
         from dpstream.noise import fingerprint
@@ -440,36 +568,212 @@ def run(argv: Optional[List[str]] = None, wait: bool = True):
         except SeedReused as e:
             raise OptionError(str(e)) from None
         del seed
-    if job.output and "://" not in job.output:
-        os.makedirs(job.output, exist_ok=True)
+    check_outputs(job)
+    if job.runner.split(".")[-1] in LOCAL_RUNNERS:
+        from pipelines.direct_metrics import install
+        install()  # the BundleBasedDirectRunner would lose the counters of a streaming run (Beam 2.77)
     opts = pipeline_options(job, beam_args)
     p = beam.Pipeline(options=opts)
     build(p, job, seed_path)
     log.info("dpstream: %s input, %s clock, T=%d ticks, k=%d, d=%d, epsilon=%g, delta=%g, runner %s",
              job.source, job.clock, job.horizon_ticks, job.k, job.dim, job.epsilon, job.delta, job.runner)
-    result = p.run()
+    for note in job.notes or []:
+        warn(note)
+    if job.clock == "position" and job.n_slots is not None and job.n_slots > job.horizon_ticks * job.tick_size:
+        cap = job.horizon_ticks * job.tick_size
+        warn(f"the input holds {job.n_slots:,} records but --horizon_ticks {job.horizon_ticks} × --tick_size "
+             f"{job.tick_size} = {cap:,} slots: the records from slot {cap:,} on will be dropped (the slot count "
+             f"is public: ceil({job.n_slots:,} / {job.tick_size}) = {math.ceil(job.n_slots / job.tick_size)} ticks "
+             f"would hold them all)")
+    if job.clock == "event_time":
+        from pipelines.summary import horizon_span
+        log.info("dpstream: event-time horizon: ticks 1..%d of %g s span %s%s", job.horizon_ticks,
+                 job.tick_seconds, horizon_span(job), "" if job.t_start_given else " (from the launch time)")
+    tmp = tempfile.mkdtemp(prefix="dpstream-beam-")
+    result = _run_with_tempdir(p, tmp)
     if wait and not job.streaming:
         result.wait_until_finish()
+        shutil.rmtree(tmp, ignore_errors=True)
         if job.report:
             from pipelines.report import write_report
             write_report(job)
+    else:
+        atexit.register(shutil.rmtree, tmp, True)
     return result
 
 
+def _run_with_tempdir(p, tmp: str):
+    """``p.run()`` with the process's temporary directory pointed at ``tmp`` (removed by the caller):
+    the DirectRunner first tries the Prism runner, whose job server leaves an empty
+    ``beam-temp*`` folder in the temporary directory when its binary cannot be fetched."""
+    old = tempfile.tempdir
+    tempfile.tempdir = tmp
+    try:
+        return p.run()
+    finally:
+        tempfile.tempdir = old
+
+
+OUTPUT_FILES = ("releases.jsonl", "dead_letter.jsonl")
+REPORT_FILES = ("centers.json", "privacy_plan.md", "evaluation.json", "report.png")
+
+
+def _local(path: Optional[str]) -> bool:
+    return bool(path) and "://" not in path and not path.startswith("projects/")
+
+
+def _check_dir(path: str, subject: str) -> None:
+    """Create the directory ``path`` if needed and check this process can write in it (and make a
+    folder in it, as Beam's file sinks do); one-line OptionError about ``subject`` otherwise."""
+    fix = "choose a path you can write"
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise OptionError(f"cannot write {subject}: {path} is a file, not a directory; {fix}")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as e:
+        why = "a part of the path is a file" if isinstance(e, (NotADirectoryError, FileExistsError)) \
+            else (e.strerror or str(e))
+        raise OptionError(f"cannot write {subject}: cannot create {path}: {why}; {fix}") from None
+    try:
+        os.rmdir(tempfile.mkdtemp(prefix=".dpstream-probe-", dir=path))
+    except OSError as e:
+        raise OptionError(f"cannot write {subject}: {path}: {e.strerror or e}; {fix}") from None
+
+
+def check_outputs(job: Job) -> None:
+    """Check (and create) the local output places before the pipeline starts, so a bad path fails
+    with one line instead of a Beam traceback; say which files a re-run overwrites."""
+    if _local(job.output):
+        _check_dir(job.output, f"--output {job.output}")
+        for name in OUTPUT_FILES + REPORT_FILES:
+            if os.path.isdir(os.path.join(job.output, name)):
+                raise OptionError(f"--output {job.output} holds a directory named {name}, where the job writes a "
+                                  f"file: remove it or choose another --output")
+    if _local(job.dead_letter):
+        if os.path.isdir(job.dead_letter):
+            raise OptionError(f"--dead_letter {job.dead_letter} is a directory: give a file path (e.g. "
+                              f"{_join(job.dead_letter, 'dead_letter.jsonl')})")
+        _check_dir(os.path.dirname(os.path.abspath(job.dead_letter)), f"--dead_letter {job.dead_letter}")
+    ours = []
+    if _local(job.output):
+        ours.append(_join(job.output, "releases.jsonl"))
+        if job.report:
+            ours += [_join(job.output, n) for n in REPORT_FILES]
+    if _local(job.dead_letter):
+        ours.append(job.dead_letter)
+    again = [f for f in ours if os.path.exists(f)]
+    if again:
+        print(f"dpstream: overwriting the files of an earlier run: {', '.join(again)}", file=sys.stderr)
+        if job.streaming:  # the streaming file sink appends: start from empty files
+            for f in again:
+                os.remove(f)
+    if _local(job.output) and not job.report:
+        stale = [n for n in REPORT_FILES if os.path.exists(os.path.join(job.output, n))]
+        if stale:
+            print(f"dpstream: note: {job.output} still holds {', '.join(stale)} of an earlier run (this run "
+                  f"does not rewrite them without --report)", file=sys.stderr)
+
+
+_STEP_OPTIONS = {"WriteDeadLetters": "--dead_letter", "WriteReleases": "--output / --output_topic",
+                 "ReadFiles": "--input", "ReadPubSub": "--input_subscription / --input_topic"}
+
+
+def describe_failure(exc: BaseException, job: Optional[Job] = None) -> str:
+    """One line for a failure inside the pipeline: what failed, in which step, the option to check."""
+    import re
+
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    m = re.search(r"\[while running '([^']+)'\]", text)
+    step = m.group(1) if m else None
+    msg = re.sub(r"\s*\[while running '[^']+'\]", "", first).strip()
+    if len(msg) > 300:
+        msg = msg[:300] + "…"
+    out = f"the job failed: {msg}"
+    if step:
+        top = step.split("/")[0]
+        out += f" (in step {top})"
+        opt = next((o for k, o in _STEP_OPTIONS.items() if top.startswith(k)), None)
+        if opt:
+            out += f"; check {opt}"
+    return out + "; set DPSTREAM_DEBUG=1 for the full traceback"
+
+
+class _QuietBeamErrors(logging.Filter):
+    """Beam logs a failing step's traceback at ERROR before raising; ``main`` prints one line instead."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.name.startswith("apache_beam") and record.levelno >= logging.ERROR)
+
+
+def warn(message: str) -> None:
+    """An operator warning on stderr (launch-time checks; the end-of-run summary)."""
+    print(f"dpstream: warning: {message}", file=sys.stderr, flush=True)
+
+
+def operator_counts(result) -> dict:
+    """The job's exact ``dpstream`` counters of a finished (or cancelled) run, as a dict:
+    ``read``, ``valid``, ``dead_letter``, ``dead_letter_<reason>``, ``outside_horizon``,
+    ``no_clock``, ``after_deadline``, ``after_close``, ``points_processed``, ``clipped``,
+    ``ticks_released``, …  Operator telemetry: never publish them with the releases."""
+    from pipelines.summary import operator_counts as _counts
+    return _counts(result)
+
+
+def print_summary(job: Job, result, file=None) -> dict:
+    """Print the end-of-run summary and warnings (stderr by default); returns the counts."""
+    from pipelines.summary import report
+    try:
+        counts = operator_counts(result)
+    except Exception as e:  # a runner without metrics: say so, never fail the run for it
+        print(f"dpstream: no run summary: the runner's metrics are unavailable ({type(e).__name__})",
+              file=file or sys.stderr)
+        return {}
+    for line in report(job, counts):
+        print(line, file=file or sys.stderr)
+    return counts
+
+
 def main(argv: Optional[List[str]] = None) -> int:
+    """The ``dpstream`` command: exit 0 after a run (with its summary on stderr), 2 with one line on
+    an error in the options or in the run (``DPSTREAM_DEBUG=1`` shows Beam's traceback), 130 on Ctrl-C
+    of a batch run (Ctrl-C cancels a streaming run, prints its summary and exits 0)."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for noisy in ("apache_beam", "absl"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    # "Deleting 1 existing files in target path matching: ": the job's own line names the files it overwrites
+    logging.getLogger("apache_beam.io.filebasedsink").setLevel(logging.ERROR)
+    debug = bool(os.environ.get("DPSTREAM_DEBUG"))
+    quiet = _QuietBeamErrors()
+    handlers = [] if debug else list(logging.getLogger().handlers)
+    for h in handlers:
+        h.addFilter(quiet)
+    job = None
     try:
-        result = run(argv)
+        job, beam_args = parse_args(argv)
+        result = launch(job, beam_args)
+        if getattr(result, "state", None) is not None and "RUNNING" in str(result.state):
+            try:
+                result.wait_until_finish()
+            except KeyboardInterrupt:
+                print("dpstream: interrupted: cancelling the job (up to ~30 s while the Pub/Sub reader's "
+                      "pending pull returns)", file=sys.stderr, flush=True)
+                result.cancel()
     except OptionError as e:
         print(f"dpstream: error: {e}", file=sys.stderr)
         return 2
-    if getattr(result, "state", None) is not None and "RUNNING" in str(result.state):
-        try:
-            result.wait_until_finish()
-        except KeyboardInterrupt:
-            result.cancel()
+    except KeyboardInterrupt:
+        print("dpstream: interrupted", file=sys.stderr)
+        return 130
+    except Exception as e:
+        if debug:
+            raise
+        print(f"dpstream: error: {describe_failure(e, job)}", file=sys.stderr)
+        return 2
+    finally:
+        for h in handlers:
+            h.removeFilter(quiet)
+    print_summary(job, result)
     return 0
 
 

@@ -42,6 +42,11 @@ def run_identity(job, cfg) -> dict:
             md = FileSystems.match([path])[0].metadata_list[0]
             files.append([path, int(md.size_in_bytes), float(getattr(md, "last_updated_in_seconds", 0.0) or 0.0)])
         inp = {"files": files}
+        # how the files are parsed changes which records are points and which slot each has
+        if getattr(job, "fmt", None) is not None:
+            inp["format"] = job.fmt
+        if getattr(job, "csv_header", False):
+            inp["csv_header"] = True
     elif job.source == "builtin":
         inp = {"builtin_n": job.builtin_n}
     else:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import io
 import math
 import os
-from typing import List, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -56,15 +56,43 @@ def _lines(data: bytes) -> List[bytes]:
     return [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
 
 
-def count_slots(path: str) -> int:
-    """Records a file holds: rows of a .npy, lines of a text file."""
-    if file_format(path) == "numpy":
-        with FileSystems.open(path, compression_type="uncompressed") as fh:
+def npy_header(path: str):
+    """``(shape, dtype, data_offset)`` from a .npy file's header, without reading its data.
+    Raises ValueError naming the file when it is not a .npy file dpstream can read: an
+    object array (it would need pickle, which dpstream never runs on input) or a truncated file."""
+    with FileSystems.open(path, compression_type="uncompressed") as fh:
+        try:
             version = np.lib.format.read_magic(fh)
-            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-            shape, _, _ = read(fh)
+            read = np.lib.format.read_array_header_1_0 if version == (1, 0) else \
+                np.lib.format.read_array_header_2_0
+            shape, _, dtype = read(fh)
+        except ValueError as e:
+            raise ValueError(f"{path} is not a readable .npy file ({e}); write it with numpy.save") from None
+        offset = fh.tell()
+    if dtype.hasobject:
+        raise ValueError(f"{path} holds Python objects (dtype {dtype}), which can only be loaded by unpickling "
+                         f"(never done on input): save a numeric array, e.g. np.save(path, X.astype(np.float64))")
+    size = FileSystems.match([path])[0].metadata_list[0].size_in_bytes
+    need = offset + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if size < need:
+        raise ValueError(f"{path} is truncated: its header says shape {shape} of {dtype} ({need:,} bytes with "
+                         f"the header), the file has {size:,} bytes")
+    return shape, dtype, offset
+
+
+def _text_info(path: str) -> Tuple[int, bytes]:
+    lines = _lines(_read_all(path))
+    return len(lines), (lines[0] if lines else b"")
+
+
+def count_slots(path: str, skip_header: bool = False) -> int:
+    """Records a file holds: rows of a .npy, lines of a text file (less its header line with
+    ``skip_header``: a header keeps no slot)."""
+    if file_format(path) == "numpy":
+        shape = npy_header(path)[0]
         return int(shape[0]) if len(shape) >= 1 else 1
-    return len(_lines(_read_all(path)))
+    n = _text_info(path)[0]
+    return max(0, n - 1) if skip_header else n
 
 
 def slot_offsets(paths: List[str]) -> List[Tuple[str, int]]:
@@ -76,9 +104,84 @@ def slot_offsets(paths: List[str]) -> List[Tuple[str, int]]:
     return out
 
 
+class FileSpec(NamedTuple):
+    """One input file of a job: its slot offset, the format it is parsed with, and whether
+    its first line is a CSV header (skipped, no slot)."""
+    path: str
+    offset: int
+    fmt: str
+    skip_header: bool = False
+
+
+def _looks_like_header(first: bytes) -> bool:
+    """A first CSV line with letters and a field that is not a number (e.g. ``lat,lon``)."""
+    try:
+        text = first.decode("utf-8").strip().lstrip("\ufeff")
+    except UnicodeDecodeError:
+        return False
+    if not any(ch.isalpha() for ch in text):
+        return False
+    fields = [f.strip() for f in text.split(",")]
+    return any(f and not _is_number(f) for f in fields)
+
+
+def _is_number(f: str) -> bool:
+    try:
+        float(f)
+        return True
+    except ValueError:
+        return False
+
+
+def plan_files(pattern: str, fmt: Optional[str] = None, csv_header: bool = False):
+    """The job's input files → ``(specs, n_slots, notes)``.
+
+    ``fmt`` None: each file's format follows its extension (.jsonl/.json/.ndjson → json, .csv →
+    csv, .npy → numpy); ``"auto"`` sniffs each text line (JSON if it starts with ``{``/``[``,
+    else CSV); ``"json"``/``"csv"`` read every text file so; ``"numpy"`` needs .npy files.
+    ``csv_header`` skips the first line of every file read as CSV (the .csv files under
+    ``auto``); it keeps no slot, so slots count data rows from 0. ``notes`` are launch-time
+    hints for the operator (a CSV file that seems to start with a header). Raises ValueError
+    naming the file and the fix."""
+    paths = match_files(pattern)
+    specs, off, notes = [], 0, []
+    for p in paths:
+        ext_fmt = file_format(p)
+        if fmt is None:
+            f = ext_fmt
+        elif fmt == "numpy" or ext_fmt == "numpy":
+            if fmt != ext_fmt:
+                raise ValueError(f"--format {fmt} cannot read {p} (a {'numpy' if ext_fmt == 'numpy' else 'text'} "
+                                 f"file): drop --format (the default follows each file's extension)")
+            f = fmt
+        else:
+            f = fmt
+        skip = bool(csv_header) and (f == "csv" or (f == "auto" and ext_fmt == "csv"))
+        try:
+            if ext_fmt == "numpy":
+                shape = npy_header(p)[0]
+                n = int(shape[0]) if len(shape) >= 1 else 1
+            else:
+                n, first = _text_info(p)
+                if skip:
+                    n = max(0, n - 1)
+                elif ext_fmt == "csv" and f != "json" and _looks_like_header(first):
+                    notes.append(f"{p} starts with a line that is not numbers ({first[:60].decode('utf-8', 'replace')!r}): "
+                                 f"if it is a header, pass --csv_header (otherwise it is dead-lettered and keeps "
+                                 f"slot {off})")
+        except OSError as e:
+            raise ValueError(f"cannot read --input file {p}: {e.strerror or e}") from None
+        specs.append(FileSpec(p, off, f, skip))
+        off += n
+    if csv_header and not any(sp.skip_header for sp in specs):
+        raise ValueError("--csv_header: no file of --input is read as CSV (.csv files, or --format csv)")
+    return specs, off, notes
+
+
 class _ReadFileFn(beam.DoFn):
     def process(self, element):
-        path, offset = element
+        path, offset = element[0], element[1]
+        skip_header = len(element) > 3 and element[3]
         fmt = file_format(path)
         if fmt == "numpy":
             arr = np.load(io.BytesIO(_read_all(path)), allow_pickle=False)
@@ -88,16 +191,24 @@ class _ReadFileFn(beam.DoFn):
             for i in range(0, arr.shape[0], NPY_CHUNK_ROWS):
                 yield Record(arr[i:i + NPY_CHUNK_ROWS], offset + i)
         else:
-            for i, line in enumerate(_lines(_read_all(path))):
+            lines = _lines(_read_all(path))
+            if skip_header:
+                lines = lines[1:]  # the header keeps no slot: slots count data rows
+            for i, line in enumerate(lines):
                 yield Record(line, offset + i)
 
 
 class ReadFileRecords(beam.PTransform):
-    """Records of the files matched by a glob, with global slots (module docstring)."""
+    """Records of the files matched by a glob, with global slots (module docstring).
 
-    def __init__(self, pattern: str, label: Optional[str] = None):
+    ``ReadFileRecords(pattern)`` or ``ReadFileRecords(files=[FileSpec, …])`` (what the job
+    passes: the files it checked at launch, with their formats and CSV headers)."""
+
+    def __init__(self, pattern: Optional[str] = None, label: Optional[str] = None, files=None):
         super().__init__(label)
-        self.files = slot_offsets(match_files(pattern))
+        if files is None:
+            files = [FileSpec(p, off, file_format(p)) for p, off in slot_offsets(match_files(pattern))]
+        self.files = [tuple(f) for f in files]
 
     def expand(self, pbegin):
         return (pbegin | "Files" >> beam.Create(self.files)

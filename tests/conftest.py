@@ -6,8 +6,8 @@
   choice of seed, and then deterministically.
 * ``make_seed(tag)``: a distinct fixed 32-byte seed per tag, for tests that
   need several independent seeds.
-* ``UnsafeSeedWarning`` is silenced for every test (autouse); tests that check
-  the warning itself use ``pytest.warns``, which still records it.
+* ``UnsafeSeedWarning`` and ``DPStreamWarning`` are silenced for every test (autouse);
+  tests that check a warning itself use ``pytest.warns``, which still records it.
 """
 from __future__ import annotations
 
@@ -37,8 +37,12 @@ def make_seed():
 
 @pytest.fixture(autouse=True)
 def _silence_unsafe_seed_warning():
+    """Also silences ``DPStreamWarning`` (most points clipped), which the adversarial and fuzz streams
+    trigger on purpose; the tests of the warning itself use ``pytest.warns``."""
+    from dpstream import DPStreamWarning
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", UnsafeSeedWarning)
+        warnings.simplefilter("ignore", DPStreamWarning)
         yield
 
 

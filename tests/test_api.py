@@ -233,3 +233,38 @@ def test_any_non_finite_array_is_rejected(d, data):
     with pytest.raises(ValueError, match="NaN or infinite"):
         m.fit(X)
     assert not hasattr(m, "release_")
+
+
+# -- DPStreamWarning: most points clipped -----------------------------------------------------
+
+def _latlon(n=3000, seed=0):
+    rng = np.random.default_rng(seed)
+    return np.c_[rng.normal(48.85, 0.05, n), rng.normal(2.35, 0.05, n)]
+
+
+def test_fit_warns_once_when_most_points_were_clipped():
+    import warnings
+    from dpstream import DPStreamWarning
+    with pytest.warns(DPStreamWarning, match="radius and center") as rec:
+        m = make(radius=6.0, tick_size=500).fit(_latlon())
+    assert m.n_clipped_ == 3000
+    ours = [w for w in rec if issubclass(w.category, DPStreamWarning)]
+    assert len(ours) == 1 and "3000 of 3000" in str(ours[0].message)
+    with warnings.catch_warnings():  # the same data with its public center and radius: silent
+        warnings.simplefilter("error", DPStreamWarning)
+        make(radius=1.0, center=(48.85, 2.35), tick_size=500).fit(_latlon())
+
+
+def test_partial_fit_warns_once_when_clipping_first_dominates():
+    import warnings
+    from dpstream import DPStreamWarning
+    m = make(radius=10.0, horizon_ticks=20)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DPStreamWarning)
+        m.partial_fit(_X(400))  # inside the ball: no warning
+        m.partial_fit(_latlon(300))  # 300 of 700 clipped: not most yet
+    with pytest.warns(DPStreamWarning) as rec:
+        for i in range(5):
+            m.partial_fit(_latlon(300, seed=i + 1))
+    assert len([w for w in rec if issubclass(w.category, DPStreamWarning)]) == 1
+    assert issubclass(DPStreamWarning, UserWarning)

@@ -41,6 +41,9 @@ from transforms.tick_timer import TickSchedule, take_ticks_upto
 
 REGISTRY_KEY = "dpstream-center-registry"
 _START = ("start",)
+# Keys of the (tree, level) stages: a pair of ints, so Beam picks a deterministic key coder for the stateful
+# DoFn (an ``Any`` key falls back to FastPrimitivesCoder, which Beam warns may not be deterministic).
+LevelKeyed = Tuple[Tuple[int, int], Any]
 
 
 def level_keys(cfg: EngineConfig):
@@ -152,12 +155,13 @@ class BicriteriaCenters(beam.PTransform):
     def expand(self, pcoll):
         keys = level_keys(self.cfg)
         data = (pcoll | "LevelUpdates" >> beam.ParDo(_LevelUpdatesFn(self.cfg, self.seed_path))
-                .with_output_types(Tuple[Any, Any])
+                .with_output_types(LevelKeyed)
                 | "LevelWindow" >> beam.WindowInto(GlobalWindows()))
         start = (pcoll.pipeline | "StartLevels" >> beam.Create([(k, _START) for k in keys])
-                 .with_output_types(Tuple[Any, Any]))
+                 .with_output_types(LevelKeyed))
         return ((data, start) | "WithStart" >> beam.Flatten()
-                | "Levels" >> beam.ParDo(_BicriteriaLevelFn(self.cfg, self.schedule, self.seed_path)))
+                | "Levels" >> beam.ParDo(_BicriteriaLevelFn(self.cfg, self.schedule, self.seed_path))
+                .with_input_types(LevelKeyed).with_output_types(Tuple[str, Any]))
 
 
 class _CenterRegistryFn(beam.DoFn):

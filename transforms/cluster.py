@@ -46,8 +46,9 @@ ring/merge-reduce part stays under one key because ring centers come from the pr
 release (a loop; docs/beam-job-plan.md).
 
 Operator metrics (namespace ``dpstream``): ``ticks_released``,
-``points_processed``, ``after_close``, ``obsolete_timer_firings``. Exact counts:
-telemetry only, never part of a release.
+``points_processed``, ``clipped`` (points the engine clipped onto the public ball,
+counted per tick from the engine's ``n_clipped``), ``after_close``,
+``obsolete_timer_firings``. Exact counts: telemetry only, never part of a release.
 """
 from __future__ import annotations
 
@@ -114,6 +115,7 @@ class _ClusterTicksFn(beam.DoFn):
         c = lambda name: Metrics.counter(NAMESPACE, self.label_prefix + name)  # noqa: E731
         self._c_released, self._c_points = c("ticks_released"), c("points_processed")
         self._c_closed, self._c_obsolete = c("after_close"), c("obsolete_timer_firings")
+        self._c_clipped = c("clipped")
 
     def process(self, element, meta=beam.DoFn.StateParam(META), engine_state=beam.DoFn.StateParam(ENGINE),
                 buf=beam.DoFn.StateParam(BUFFER), bic=beam.DoFn.StateParam(BIC),
@@ -179,12 +181,16 @@ class _ClusterTicksFn(beam.DoFn):
         else:
             engine.attach_seed(self._seed)
         dim = self.cfg.dim
+        clipped = engine.n_clipped
         for tick in range(m["done"] + 1, upto + 1):
             parts = pending.get(tick)
             x = merge_partials(parts).points if parts else np.zeros((0, dim))
             upd = (updates[tick][1], updates[tick][2]) if self.external else None
             release = engine.step(x, upd)
             self._c_points.inc(int(x.shape[0]))
+            if engine.n_clipped != clipped:  # this tick's clipped points (operator telemetry)
+                self._c_clipped.inc(int(engine.n_clipped - clipped))
+                clipped = engine.n_clipped
             self._c_released.inc()
             yield TimestampedValue(release.to_dict(), self.schedule.close_time(tick))
         engine_state.write(engine)

@@ -34,7 +34,10 @@ Formats
   indices of the whole input (:func:`records_from_arrays` does this). Every
   other array (0-d, 3-d or more, a 2-D array with 0 rows) is one item.
 * ``fmt="auto"``: arrays are numpy; text starting with ``{`` or ``[`` is JSON;
-  other text is CSV.
+  other text is CSV. ``fmt="json"`` reads every text record as JSON (a CSV line is
+  ``malformed_json``, "not valid JSON"), ``fmt="csv"`` every text record as CSV. The job
+  picks the format from each file's extension (``pipelines.sources.plan_files``) and
+  sniffs (``auto``) only for Pub/Sub or with ``--format auto``.
 
 Outputs
 -------
@@ -435,7 +438,7 @@ def _parse_record(element: Any, dim: int, fmt: str, batch_arrays: bool) -> Tuple
         try:
             obj = json.loads(text)
         except Exception as e:  # JSONDecodeError, RecursionError, ValueError (huge ints)
-            return one("malformed_json", f"{type(e).__name__}: {e}"[:200])
+            return one("malformed_json", f"not valid JSON ({type(e).__name__}: {e})"[:200])
         vec, reason, detail = _parse_values_json(obj, dim)
         if vec is not None and obj.get("ts") is not None:
             jts, jerr = _json_ts(obj["ts"])
@@ -444,6 +447,8 @@ def _parse_record(element: Any, dim: int, fmt: str, batch_arrays: bool) -> Tuple
             ts = jts
     elif kind == "csv":
         vec, reason, detail = _parse_values_csv(text, dim)
+        if vec is None and fmt == "csv" and text[0] in "{[":
+            detail = f"{detail} (the record looks like JSON but is read as CSV: check --format)"
     else:  # fmt == "numpy" given text
         return one("unsupported_type", f"{type(raw).__name__} given to a numpy parser")
     if vec is None:

@@ -99,7 +99,8 @@ def test_dead_letters_keep_their_slots_and_every_good_point_is_processed(tmp_pat
     (tmp_path / "in.jsonl").write_text("\n".join(lines) + "\n")
     out = tmp_path / "out"
     argv = [f"--input={tmp_path}/in.jsonl", f"--output={out}", "--dim=2", "--radius=12", "--k=3",
-            "--tick_size=100", "--horizon_ticks=6", f"--seed_file={seed_file}"]
+            "--tick_size=100", "--horizon_ticks=6", f"--seed_file={seed_file}",
+            "--format=auto"]  # JSON and CSV lines mixed: sniff each line
     result = _run_batch(argv)
     dead = _read_jsonl(out / "dead_letter.jsonl")
     assert sorted((d["slot"], d["reason"]) for d in dead) == sorted((s, r) for s, (_, r) in bad.items())
@@ -149,7 +150,7 @@ def _event_records(rng, n_ticks, tick_seconds, skip):
 
 def _event_argv(out, seed_file, extra=()):
     return [f"--output={out}", "--dim=2", "--radius=12", "--k=3", "--tick_seconds=10",
-            f"--t_start={int(T0 // 10)}", "--horizon_ticks=8", f"--seed_file={seed_file}", *extra]
+            f"--t_start={int(T0)}", "--horizon_ticks=8", f"--seed_file={seed_file}", *extra]
 
 
 class _Stamp(beam.DoFn):

@@ -45,7 +45,7 @@ def test_streaming_job_reads_and_writes_pubsub_and_stops_cleanly(tmp_path, capsy
         t_start = math.floor(time.time() / TICK_S) + LEAD_S  # public: fixed before any point is published
         argv = [f"--input_subscription={sub_in}", f"--output_topic={t_out}",
                 f"--dead_letter={tmp_path}/dead.jsonl", "--dim=2", "--radius=12", "--k=3",
-                f"--tick_seconds={TICK_S}", f"--t_start={t_start}", f"--horizon_ticks={T_TICKS}",
+                f"--tick_seconds={TICK_S}", f"--t_start={t_start * TICK_S:.0f}", f"--horizon_ticks={T_TICKS}",
                 "--allowed_lateness_seconds=6", f"--seed_file={seed_path}", "--epsilon=2"]
         result = job_mod.run(argv)
 
@@ -87,6 +87,7 @@ def test_streaming_job_reads_and_writes_pubsub_and_stops_cleanly(tmp_path, capsy
         canceller.join(timeout=60)
         cancel_seconds = time.time() - t0
         emulator_pid = ps.pid
+        counts = job_mod.operator_counts(result)  # the run summary's counters, after the cancel
 
     assert published["points"] >= 1500, published  # ~2600 at the nominal rate; fewer when the machine is busy
     rels = [json.loads(m.data) for m in sorted(msgs, key=lambda m: m.publish_time.timestamp())]
@@ -111,6 +112,9 @@ def test_streaming_job_reads_and_writes_pubsub_and_stops_cleanly(tmp_path, capsy
     assert sorted(x["reason"] for x in dead) == ["malformed_json", "nan_or_inf", "wrong_dimension"]
     assert all(x["message_id"] for x in dead)
     assert cancel_seconds < 30, cancel_seconds
+    # the streaming runner still reports the job's counters after the cancel (what `dpstream` prints then)
+    assert counts["dead_letter"] == 3 and counts["ticks_released"] == T_TICKS, counts
+    assert 0 < counts["points_processed"] <= counts["valid"] <= published["points"] + 1, counts
     if emulator_pid is not None:  # stopped by its process group: nothing left behind
         with pytest.raises(ProcessLookupError):
             os.killpg(emulator_pid, 0)

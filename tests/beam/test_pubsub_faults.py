@@ -222,7 +222,7 @@ def test_emulator_killed_and_restarted_mid_stream(tmp_path, capsys):
         t_start = math.floor(time.time() / TICK_S) + LEAD_TICKS  # public: fixed before any point
         argv = [f"--input_subscription={paths['sub_in']}", f"--output_topic={paths['t_out']}",
                 f"--dead_letter={dead_path}", f"--dim={DIM}", f"--radius={RADIUS:g}", f"--k={K}",
-                f"--tick_seconds={TICK_S:g}", f"--t_start={t_start}", f"--horizon_ticks={T_TICKS}",
+                f"--tick_seconds={TICK_S:g}", f"--t_start={t_start * TICK_S:.0f}", f"--horizon_ticks={T_TICKS}",
                 f"--allowed_lateness_seconds={LATENESS_S:g}", f"--seed_file={seed_path}", f"--epsilon={EPSILON:g}"]
         job, _ = job_mod.parse_args(argv)
         cfg = job_mod.engine_config(job)

@@ -59,7 +59,8 @@ SAMPLES = {
     "seed_registry": "gs://registry/dpstream/seed_registry.jsonl",
     "tick_size": "1000",
     "tick_seconds": "10",
-    "t_start": "180000000",
+    "t_start": "2026-12-01T10:00:00Z",
+    "csv_header": "true",
     "horizon_ticks": "8640",
 }
 

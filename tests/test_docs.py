@@ -1,0 +1,51 @@
+"""The docs match the code (issue 9): every job option the README and the guide name exists, the README
+links the guide, and every warning the guide lists is one the job can print."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GUIDE = ROOT / "docs" / "choosing-parameters.md"
+
+
+def _options():
+    pytest.importorskip("apache_beam", exc_type=ImportError)
+    from pipelines.dp_stream_cluster import build_parser
+    return {s for a in build_parser()._actions for s in a.option_strings}
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/choosing-parameters.md", "SECURITY.md"])
+def test_every_option_the_docs_name_exists(doc):
+    text = (ROOT / doc).read_text(encoding="utf-8")
+    named = set(re.findall(r"(?<![\w-])--[a-z][a-z_]+", text))
+    beam_or_make = {"--runner", "--project", "--region", "--direct_num_workers", "--direct_running_mode",
+                    "--compile-bytecode", "--print-only", "--parameters", "--image", "--sdk-language",
+                    "--metadata-file", "--template-file-gcs-location", "--service-account-email", "--sweep",
+                    "--host", "--port", "--subscription", "--timeout", "--max_releases"}
+    unknown = named - _options() - beam_or_make
+    assert not unknown, f"{doc} names options the job does not have: {sorted(unknown)}"
+
+
+def test_the_readme_links_the_guide():
+    assert "docs/choosing-parameters.md" in (ROOT / "README.md").read_text(encoding="utf-8")
+    assert GUIDE.exists()
+
+
+def test_the_guides_warnings_are_the_jobs():
+    """Each backticked warning text in the guide's table is a fragment of a message in the code."""
+    code = "".join((ROOT / p).read_text(encoding="utf-8") for p in
+                   ("pipelines/summary.py", "pipelines/dp_stream_cluster.py", "pipelines/sources.py"))
+    code = re.sub(r"\{[^}]*\}", "…", code)  # f-string fields
+    code = re.sub(r'"\s*\n\s*f?"', "", code)  # implicit string concatenation across lines
+    from transforms.parse import REASONS
+    table = GUIDE.read_text(encoding="utf-8").split("## What the job tells you")[1]
+    fields = r"…|N of M|N |p%|--\w+|" + "|".join(REASONS)  # what the code fills in
+    rows = re.findall(r"^\| `([^`]+)`", table, re.M)
+    assert len(rows) >= 10
+    for row in rows:
+        words = [w for w in re.split(fields, row.replace("at launch: ", "")) if w.strip(" ()/`")]
+        for w in words:
+            assert w.strip(" ()/`") in code, f"the guide's warning {row!r}: {w!r} is not in the code"
