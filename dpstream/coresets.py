@@ -37,6 +37,35 @@ def kmeanspp(points: np.ndarray, weights: np.ndarray, k: int, rng: np.random.Gen
     return np.asarray(chosen, dtype=np.int64)
 
 
+def greedy_kmeanspp(points: np.ndarray, weights: np.ndarray, k: int, rng: np.random.Generator,
+                    n_trials: int = None) -> np.ndarray:
+    """Greedy weighted k-means++ seeding (Arthur–Vassilvitskii; the variant scikit-learn uses):
+    each new center is the best of ``2 + ⌊ln k⌋`` D²-sampled candidates. Returns (k, d) centers
+    (points may repeat if fewer than k have positive weight)."""
+    n, d = points.shape
+    w = np.maximum(weights, 0.0)
+    trials = n_trials or 2 + int(np.log(max(k, 1)))
+    p2 = np.einsum("ij,ij->i", points, points)
+    C = np.empty((k, d))
+    first = rng.choice(n, p=w / w.sum())
+    C[0] = points[first]
+    d2 = np.maximum(p2 - 2.0 * points @ points[first] + p2[first], 0.0)
+    for j in range(1, k):
+        pot = w * d2
+        tot = pot.sum()
+        if tot <= 0:
+            C[j:] = C[0]
+            break
+        cand = np.searchsorted(np.cumsum(pot), rng.uniform(size=trials) * tot)
+        cand = np.minimum(cand, n - 1)
+        dc = np.maximum(p2[None, :] - 2.0 * points[cand] @ points.T + p2[cand][:, None], 0.0)
+        new = np.minimum(d2[None, :], dc)
+        best = int(np.argmin(new @ w))
+        C[j] = points[cand[best]]
+        d2 = new[best]
+    return C
+
+
 def sensitivity_sample(points: np.ndarray, weights: np.ndarray, m: int, k: int, rng: np.random.Generator,
                        z: int = 2):
     """A weighted coreset of size ≤ m of (points, weights); unbiased for every cost."""

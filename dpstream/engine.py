@@ -144,8 +144,12 @@ class Engine:
         sched = self.cfg.epoch_schedule
         if sched == "horizon":
             # the epoch's points (DP count) have doubled and fill a block, and the new epoch would
-            # span at least half the run: ≤ log2(n/M) + 1 epochs, the last one the largest
-            if not grown or 2 * t > self.cfg.horizon_ticks or count is None:
+            # span at least half the run: ≤ log2(n/M) + 1 epochs, the last one the largest. With the
+            # released centers among the ring centers, the flush of the epoch is what renews them;
+            # with the paper's rule only a grown F is worth a new epoch.
+            if 2 * t > self.cfg.horizon_ticks or count is None:
+                return False
+            if self.cfg.ring_centers != "bicriteria+released" and not grown:
                 return False
             return count - self._epoch_count0 >= max(self.cfg.epoch_blocks * self.block_size, self._epoch_count0)
         if not grown:
@@ -202,27 +206,47 @@ class Engine:
             if adopt and not final:
                 self._epoch_count0 = gate
                 self._adopted_bic = F.shape[0]
-                if cfg.ring_centers == "bicriteria+released" and self._cache is not None:
-                    # released centers of the previous tick are DP outputs: post-processing
-                    F = np.vstack([F, self._cache[2]])
+                self._close_epoch(t)
+                if cfg.ring_centers == "bicriteria+released":
+                    # the centers released at this tick, from every epoch's coreset including the one
+                    # just flushed: DP outputs of ticks ≤ t, and the new rings only see ticks > t
+                    F = np.vstack([F, self._ring_centers(t, gate)])
                     self._adopted_release = self._cache_version
-                self._new_epoch(t, F)
+                self.mr = EpochMergeReduce(cfg, self.plan, self.noise, self.A, self.epoch, F.copy(),
+                                           self.block_size)
         self.t = t
         return self._release(t, count_est)
 
-    def _new_epoch(self, t: int, F: np.ndarray) -> None:
+    def _ring_centers(self, t: int, count: float) -> np.ndarray:
+        """The released centers the new epoch's rings use (post-processing of this tick's release):
+        its k centers, or a (ring_center_factor·k)-means of its coreset."""
+        pts, w, centers = self._refit(t)
+        k_r = int(round(self.cfg.ring_center_factor * self.cfg.n_clusters))
+        if k_r == self.cfg.n_clusters:
+            return centers
+        return cluster_coreset(pts, w, max(1, k_r), self.cfg.objective,
+                               self.noise.generator(("release", self.epoch, t, "ring centers")), self.center,
+                               n_init=self.cfg.n_init)
+
+    def _close_epoch(self, t: int) -> None:
         S = self.mr.released()
         self.epoch_coresets.append(self.mr.reduce(S, ("B", self.epoch, "epoch", t)))
         self.epoch += 1
         self.epoch_start = t
-        self.mr = EpochMergeReduce(self.cfg, self.plan, self.noise, self.A, self.epoch, F.copy(), self.block_size)
+        self.mr = None  # the next epoch's rings are built from the release of this tick
 
     def coreset(self) -> WeightedSet:
-        return WeightedSet.concat(self.epoch_coresets + [self.mr.released()], self.cfg.dim)
+        open_ = [self.mr.released()] if self.mr is not None else []
+        return WeightedSet.concat(self.epoch_coresets + open_, self.cfg.dim)
 
-    def _release(self, t: int, count_est: Optional[float]) -> Release:
+    def _version(self):
+        return (self.epoch, self.mr.version if self.mr is not None else 0, len(self.epoch_coresets))
+
+    def _refit(self, t: int):
+        """(points, weights, centers) of the release of tick t, recomputed only when a DP output
+        changed: B's sample of every epoch's coreset and a fresh k-means++ fit of it."""
         cfg = self.cfg
-        version = (self.epoch, self.mr.version, len(self.epoch_coresets))
+        version = self._version()
         if version != self._cache_version:
             S = self.coreset()
             rng = self.noise.generator(("release", self.epoch, t, "B"))
@@ -230,18 +254,21 @@ class Engine:
             w = np.rint(w).astype(np.int64)
             keep = w > 0
             pts, w = pts[keep], w[keep]
-            # the previous release's centers (a DP output) compete with a fresh k-means++ fit,
-            # so the release can never stay stuck in an earlier epoch's local optimum
-            prev = self._cache[2] if self._cache is not None else None
+            # a fresh k-means++ fit of this coreset alone (no warm start from the previous release:
+            # measured no better, and a stateless fit cannot stay stuck in an earlier epoch's local
+            # optimum and runs in parallel across ticks in the Beam job)
             centers = cluster_coreset(pts, w, cfg.n_clusters, cfg.objective,
                                       self.noise.generator(("release", self.epoch, t, "cluster")),
-                                      self.center, n_init=cfg.n_init, init=prev)
+                                      self.center, n_init=cfg.n_init)
             # centers inside the public ball (post-processing: A's noisy means can land outside it)
             centers, _ = clip_to_ball(np.array(centers, dtype=float), self.center, cfg.radius)
             self._refits += 1
             self._cache = (pts, w, centers)
             self._cache_version = version
-        pts, w, centers = self._cache
+        return self._cache
+
+    def _release(self, t: int, count_est: Optional[float]) -> Release:
+        pts, w, centers = self._refit(t)
         if count_est is None:  # no counter: the released mass (DP, biased low)
             count_est = float(w.sum())
         return Release(tick=t, epoch=self.epoch, centers=centers, coreset_points=pts, coreset_weights=w,

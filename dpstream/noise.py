@@ -103,6 +103,7 @@ class NoiseSource:
     # holder re-attaches the seed after loading (``attach_seed``).
     def __getstate__(self):
         d = dict(self.__dict__)
+        d.pop("_mac", None)
         seed = d.pop("_seed")
         if seed is not None:
             d["_fingerprint"] = fingerprint(seed)
@@ -118,6 +119,7 @@ class NoiseSource:
         if want is not None and fingerprint(bytes(seed)) != want:
             raise ValueError("attach_seed: this is not the seed the state was created with")
         self._seed = bytes(seed)
+        self.__dict__.pop("_mac", None)
 
     def generator(self, key: tuple, size: int = 0) -> np.random.Generator:
         if self._seed is None:
@@ -125,7 +127,12 @@ class NoiseSource:
         if self.trace:
             self.keys[(key, int(size))] += 1
         msg = b"\x1f".join(_encode(p) for p in key)
-        digest = hmac.new(self._seed, msg, hashlib.sha256).digest()
+        mac = self.__dict__.get("_mac")
+        if mac is None:  # the keyed HMAC state, copied per draw (not pickled: it holds the seed)
+            mac = self._mac = hmac.new(self._seed, digestmod=hashlib.sha256)
+        h = mac.copy()
+        h.update(msg)
+        digest = h.digest()
         words = np.frombuffer(digest, dtype=np.uint64)
         bg = np.random.Philox(key=words[:2], counter=np.array([0, 0, 0, 0], dtype=np.uint64))
         return np.random.Generator(bg)

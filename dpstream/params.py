@@ -94,6 +94,7 @@ class EngineConfig:
     block_size: Optional[int] = None
     block_leaves: float = 2.0
     epoch_blocks: float = 0.25
+    ring_center_factor: float = 1.0
     epoch_schedule: str = "horizon"
     coreset_size: Optional[int] = None
     # black box A

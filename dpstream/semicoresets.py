@@ -19,9 +19,9 @@ Interface: ``block = A.open_block(centers, radii, key)`` opens the level-0 block
 exact leaf sums for the tree and snap, raw points for DP-Lloyd); ``block.add(x, part)``
 takes the ring's points tick by tick; ``A.release(block, key)`` is the DP step, run once per
 block. A part's output depends on that part's points and its own noise only (a Beam stage may
-shard parts): the tree, whose shape per part is a noisy decision, keys every draw by (block
-key, purpose, part); snap and lloyd, whose shapes are public, draw one array per purpose in
-part order.
+shard parts): the tree, whose shape per part below the root is a noisy decision, keys those
+draws by (block key, purpose, part); every public shape (the roots, snap, lloyd) draws one
+array per purpose in part order.
 ``A(x, part, centers, radii, key)`` does all three at once.
 
 Implementations:
@@ -244,7 +244,9 @@ class TreeSemicoreset(Semicoreset):
                 pos = np.minimum(np.searchsorted(node_key, pref), node_key.size - 1)
                 hit = node_key[pos] == pref
                 np.add.at(counts, pos[hit], ecount[hit])
-            noisy = self.noisy_counts(key + ("count", lv), counts, node_key >> lv)
+            # level 0 has one node per part (a public shape): one draw in part order; below, a
+            # part's nodes are its own noisy decisions, so each part draws under its own key
+            noisy = counts + self.part_noise(key + ("count", lv), node_key >> lv, per_part=lv > 0)
             kept = noisy >= (theta_root if lv == 0 else theta_k)
             branched = kept & (noisy >= theta_b) & (lv < D)  # branched ⇒ kept: one leaf per path
             levels.append((node_key, noisy, kept, parent))

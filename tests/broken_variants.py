@@ -45,3 +45,29 @@ def a_skips_empty_parts(monkeypatch):
         return WeightedSet(out.points, out.weights, used[out.part])
 
     monkeypatch.setattr(sc_mod.Semicoreset, "release", release)
+
+
+def ring_centers_from_raw_points(monkeypatch):
+    """The natural-but-wrong rule: a new epoch's ring centers are a (non-private) k-means of the raw
+    points of the adoption tick instead of released centers (review finding 10)."""
+    import dpstream.engine as engine_mod
+    from sklearn.cluster import KMeans
+
+    orig_step = engine_mod.Engine.step
+
+    def step(self, points, *a, **kw):
+        self._raw_tick = np.asarray(points, dtype=float).reshape(-1, self.cfg.dim)
+        return orig_step(self, points, *a, **kw)
+
+    def ring_centers(self, t, count):
+        import warnings
+
+        x = self._raw_tick
+        if len(x) < self.cfg.n_clusters:
+            return np.repeat(self.center[None, :], self.cfg.n_clusters, axis=0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # identical points: fewer distinct clusters than k
+            return KMeans(self.cfg.n_clusters, n_init=3, random_state=0).fit(x).cluster_centers_
+
+    monkeypatch.setattr(engine_mod.Engine, "step", step)
+    monkeypatch.setattr(engine_mod.Engine, "_ring_centers", ring_centers)

@@ -90,13 +90,9 @@ def check_a_total(semicoreset, **kw):
         x = parts[:, None] + rng.uniform(-0.5, 0.5, size=(parts.size, 2))
         keys, _ = a_draws(semicoreset, x, parts, n_parts, **kw)
         assert keys == empty_keys, f"{semicoreset}: A's draws depend on which parts are empty"
-    # every part gets its count draws, empty or not (tree: keyed by the part; snap/lloyd: one array)
-    if semicoreset == "tree":
-        counted = {key[-1] for (key, size) in empty_keys if "count" in key and size > 0}
-        assert counted >= set(range(n_parts)), f"{semicoreset}: parts without a count draw"
-    else:
-        counts = [size for (key, size) in empty_keys if "count" in key]
-        assert counts and max(counts) >= n_parts
+    # every part gets its root-level count draw, empty or not (one array in part order)
+    counts = [size for (key, size) in empty_keys if "count" in key]
+    assert counts and max(counts) >= n_parts
 
 
 @pytest.mark.parametrize("semicoreset", ["tree", "lloyd", "snap"])
@@ -586,20 +582,37 @@ def test_f10_rings_use_the_epochs_adopted_centers(schedule):
     assert lag > 0 and info > 0, "the run never had F ahead of the epoch's centers: the test has no power"
 
 
-def test_f10_default_rings_use_the_released_centers_adopted_at_the_epoch():
+def check_default_rings(e, ticks):
     """The default rule: an epoch's ring centers are the ball center and the k centers released at
-    the tick before its start (DP outputs), never the tick's own data."""
-    cfg = EngineConfig(n_clusters=3, dim=2, radius=10.0, epsilon=1.0, horizon_ticks=32, block_size=150)
-    e = Engine(cfg, SEED)
-    released = {}
-    for t, P in enumerate(_stream(n_ticks=32), 1):
-        ep = e.epoch
+    its adoption tick t (after that tick's flush: DP outputs of ticks ≤ t), applied from tick t + 1;
+    between adoptions they never change."""
+    cfg = e.cfg
+    n_changes = 0
+    for t, P in enumerate(ticks, 1):
+        ep, C = e.epoch, e.epoch_centers.copy()
         rel = e.step(P)
-        if e.epoch != ep:  # adopted at tick t from the release of tick t − 1
-            want = np.vstack([cfg.center_vec[None, :], released[t - 1]])
-            np.testing.assert_array_equal(e.epoch_centers, want)
-        released[t] = rel.centers.copy()
-    assert e.epoch >= 2
+        x, _ = engine_mod.clip_to_ball(np.asarray(P, float).copy(), cfg.center_vec, cfg.radius)
+        np.testing.assert_array_equal(e.last_ring, _rings(x, C, cfg), err_msg=f"tick {t}: rings not from the "
+                                                                             f"epoch's centers")
+        if e.epoch != ep:
+            n_changes += 1
+            np.testing.assert_array_equal(e.epoch_centers, np.vstack([cfg.center_vec[None, :], rel.centers]),
+                                          err_msg=f"tick {t}: the new rings are not the released centers")
+        else:
+            np.testing.assert_array_equal(e.epoch_centers, C)
+    return n_changes
+
+
+def test_f10_default_rings_use_the_released_centers_adopted_at_the_epoch():
+    cfg = EngineConfig(n_clusters=3, dim=2, radius=10.0, epsilon=1.0, horizon_ticks=32, block_size=150)
+    assert check_default_rings(Engine(cfg, SEED), _stream(n_ticks=32)) >= 2
+
+
+def test_f10_check_catches_ring_centers_from_raw_points(monkeypatch):
+    broken_variants.ring_centers_from_raw_points(monkeypatch)
+    cfg = EngineConfig(n_clusters=3, dim=2, radius=10.0, epsilon=1.0, horizon_ticks=32, block_size=150)
+    with pytest.raises(AssertionError, match="released centers"):
+        check_default_rings(Engine(cfg, SEED), _stream(n_ticks=32))
 
 
 def test_f10_check_catches_assignment_from_latest_f(monkeypatch):

@@ -133,3 +133,7 @@ def plan_ignores_replace_one(monkeypatch):
         return plan
 
     monkeypatch.setattr(PrivacyPlan, "build", classmethod(build))
+
+
+
+from broken_variants import ring_centers_from_raw_points  # noqa: E402,F401  (shared with tests/test_review_findings.py)

@@ -10,6 +10,11 @@ The record is placed where the release is most sensitive to it:
 
 * snap (weights = noisy part counts): D has n = ⌈τ_w⌉ − 1 points in the part, D' one more, so the
   released weight's tail {w ≥ n+1} has likelihood ratio exactly e^{1/b} = e^{ε_A}.
+* tree, the projection path (d = 4, the block fed in three pieces like ticks): the split is by a
+  random hyperplane — the data-independent projection the partition lives in, drawn from the
+  block's key — and the block is an exact leaf sketch; x sits at distance r along the hyperplane's
+  normal on the side of D's points. Counts hold 90% of ε_A here, so the count tails carry most
+  of the loss (the sum's per-coordinate noise is seen only along x).
 * tree (depth 1): D has n = ⌈θ_branch⌉ − 1 points at the part's centre, D' adds x at distance r
   (‖y‖ = 1) on the same side of the split as D's points (placed knowing the split direction: A is
   ε_A-DP for every direction, so this is legitimate).  The root's branch decision, the leaf's noisy
@@ -90,25 +95,29 @@ def run_snap_replace(cfg, tag, side, phase, n_trials, K=10_000):
     return np.concatenate(res)[:n_trials]
 
 
-def run_tree(cfg, tag, side, phase, n_trials, K=5_000):
+def run_tree(cfg, tag, side, phase, n_trials, K=5_000, pieces=1):
+    """Depth 1 in d ≥ 1 dimensions; the block gets D's points in ``pieces`` adds (as ticks would)."""
     res = []
+    d = cfg.dim
     for b in range(math.ceil(n_trials / K)):
-        noise = NoiseSource(H.seed_for("tree", tag, side, phase, b))
+        noise = NoiseSource(H.seed_for("tree", tag, side, phase, b, d))
         A = make_semicoreset(cfg, PrivacyPlan.build(cfg), noise)
         key = ("A", b, "audit")
         theta_k = max(A.count_tail(K, run_wide=False), cfg.tree_keep_factor * A.sum_noise_norm())
         theta_b = max(cfg.tree_branch_factor, 1.0) * theta_k
         n = math.ceil(max(theta_b, A.count_tail(K))) - 1  # the root branches only in its noise tail
-        # the split direction of this call (a keyed draw): x goes to the side of D's points (y = 0)
-        V = noise.generator(key + ("directions",), cfg.tree_depth * cfg.dim).normal(size=(cfg.tree_depth, cfg.dim))
-        s = 1.0 if V[0, 0] >= 0 else -1.0
-        x = np.zeros((K * n + K * side, 1))
-        part = np.concatenate([np.repeat(np.arange(K), n), np.arange(K) if side else np.zeros(0, np.int64)])
+        # the split direction of this block (a keyed draw of the projection): x goes to the side of
+        # D's points (y = 0), at distance r along the direction
+        block = A.open_block(np.zeros((K, d)), np.ones(K), key)
+        u = block.V[0] / np.linalg.norm(block.V[0])
+        parts = np.repeat(np.arange(K), n)
+        for piece in np.array_split(np.arange(parts.size), pieces):
+            block.add(np.zeros((piece.size, d)), parts[piece])
         if side:
-            x[K * n:, 0] = s  # ‖y‖ = 1 at radius 1
-        out = A(x, part, np.zeros((K, 1)), np.ones(K), key)
+            block.add(np.tile(u, (K, 1)), np.arange(K))  # ‖y‖ = 1 at radius 1
+        out = A.release(block, key)
         big = out.weights >= n + 1
-        tail_sum = s * out.points[:, 0] * out.weights >= 1 - 2.0**-21  # the leaf's noisy sum ≥ one record
+        tail_sum = (out.points @ u) * out.weights >= 1 - 2.0**-21  # the leaf's noisy sum along x ≥ one record
         a = np.zeros(K, dtype=np.int64)
         np.maximum.at(a, out.part[big], 1 + tail_sum[big].astype(np.int64))
         res.append(a)
@@ -135,16 +144,19 @@ def run_lloyd(cfg, tag, side, phase, n_trials, K=10_000):
 
 
 RUNNERS = {"snap": run_snap, "snap_replace": run_snap_replace, "tree": run_tree, "lloyd": run_lloyd,
-           "snap_gauss": lambda *a: run_snap(*a, clip=15)}
+           "snap_gauss": lambda *a: run_snap(*a, clip=15),
+           "tree_projected": lambda *a: run_tree(*a, pieces=3)}
 CFGS = {
     "snap": lambda: a_cfg("snap"),
     "snap_gauss": lambda: a_cfg("snap", delta=1e-5),
     "snap_replace": lambda: a_cfg("snap", neighbouring="replace_one", epsilon=4.0),
     "tree": lambda: a_cfg("tree"),
+    "tree_projected": lambda: a_cfg("tree", dim=4, count_share=0.9),
     "lloyd": lambda: a_cfg("lloyd", count_share=0.2),
 }
 N = {"snap": (40_000, 200_000), "snap_replace": (40_000, 200_000), "snap_gauss": (100_000, 200_000),
-     "tree": (10_000, 30_000), "lloyd": (2_000, 8_000)}  # (calibration, test) runs per side
+     "tree": (10_000, 30_000), "tree_projected": (8_000, 24_000),
+     "lloyd": (2_000, 8_000)}  # (calibration, test) runs per side
 
 
 def audit(kind: str, tag: str, scale_n: float = 1.0):
@@ -166,6 +178,8 @@ DESCRIBE = {
     "snap_replace": lambda rows: f"(w_a − n, w_b − n) ∈ {rows[:6]}{' …' if len(rows) > 6 else ''} (−9: not released)",
     "tree": lambda rows: "leaf " + " or ".join({0: "none ≥ n+1", 1: "w ≥ n+1, sum < 1",
                                                 2: "w ≥ n+1 and sign·sum ≥ 1"}[r[0]] for r in rows),
+    "tree_projected": lambda rows: "leaf " + " or ".join({0: "none ≥ n+1", 1: "w ≥ n+1, sum < 1",
+                                                          2: "w ≥ n+1 and sum along x ≥ 1"}[r[0]] for r in rows),
     "lloyd": lambda rows: f"(w ≥ n+1, ⌊2n·centre⌋) ∈ {rows[:6]}{' …' if len(rows) > 6 else ''}",
 }
 # configured ε of each audit: the correct plan's ε_A (a broken variant claims the same); with δ > 0 the
@@ -174,7 +188,7 @@ CONFIGURED = {k: eps_a(PrivacyPlan.build(f())) for k, f in CFGS.items()}
 DELTA_A = CFGS["snap_gauss"]().delta / 4
 
 
-@pytest.mark.parametrize("kind", ["snap", "tree", "lloyd", "snap_replace", "snap_gauss"])
+@pytest.mark.parametrize("kind", ["snap", "tree", "tree_projected", "lloyd", "snap_replace", "snap_gauss"])
 def test_semicoreset_within_plan(kind):
     if kind != "snap_gauss":
         assert CONFIGURED[kind] == pytest.approx(2.0 if kind == "snap_replace" else 1.0)
@@ -187,6 +201,7 @@ def test_semicoreset_within_plan(kind):
 BROKEN = [
     ("snap", "half_scale", lambda mp: broken.plan_scales_halved(mp, "a_count", "a_sum"), 0.25),
     ("tree", "half_scale", lambda mp: broken.plan_scales_halved(mp, "a_count", "a_sum"), 1.0),
+    ("tree_projected", "half_scale", lambda mp: broken.plan_scales_halved(mp, "a_count", "a_sum"), 1.0),
     ("lloyd", "half_scale", lambda mp: broken.plan_scales_halved(mp, "a_count", "a_sum"), 1.0),
     ("snap", "exact_count_released", broken.snap_releases_exact_count, 0.05),
     ("snap_gauss", "half_scale", lambda mp: broken.plan_scales_halved(mp, "a_count"), 1.0),
