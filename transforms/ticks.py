@@ -20,21 +20,34 @@ Public horizon (finding 2): ticks outside ``[1, horizon_ticks]`` are dropped rec
 record and counted (``outside_horizon``), never merged into a neighbouring tick.
 
 Late data (finding 4c): with ``allowed_lateness_seconds`` set (event-time clock only),
-a record of tick k is admitted iff, when this stage decides (when it flushes its buffer:
-at the end of a bundle or every ``max_buffer`` points), the wall clock has not passed ``tick_end(k) + allowed_lateness_seconds`` with
-``tick_end(k) = (t_start + k) * tick_seconds``; otherwise it is dropped and counted
-(``after_deadline``). The watermark plays no part: the grouping runs in the global
-window, which never expires, so the runner never drops a record as "late" either. The
-stage that closes tick k downstream must use the same deadline and drop (and count)
-anything that reaches it after it has processed tick k. Residual risk, to document:
-arrival delay itself can depend on load. With ``allowed_lateness_seconds=None``
-(batch, replays of old data) every record inside the horizon is admitted.
+a record of tick k is admitted iff its **own publish time** (``ParsedPoint.publish_time``:
+for Pub/Sub the message's ``publish_time``, set by the server) is at most the tick's
+public deadline ``tick_end(k) + allowed_lateness_seconds``, with ``tick_end(k) =
+(t_start + k) * tick_seconds``; otherwise it is dropped and counted (``after_deadline``).
+A record without a publish time cannot be judged and is dropped as ``no_clock``. The
+decision is a function of the record alone and public parameters: not of the wall
+clock when this stage flushes its buffer (a slow record in the bundle used to make every
+other record of the bundle late), not of the bundle, not of the watermark (the grouping
+runs in the global window, which never expires, so the runner never drops a record as
+"late" either). A payload ``ts`` cannot buy a later deadline: ``ParsePoints`` dead-letters
+a ``ts`` later than the publish time plus the public ``max_clock_skew_seconds``
+(``ts_in_future``).
+
+What remains (residual risk, documented in SECURITY.md): the stage that closes tick k
+downstream (``ClusterTicks``, at ``tick_end(k) + close_delay`` of the watermark) drops and
+counts (``after_close``) a record admitted here that reaches it after it processed tick k:
+that is a function of the record's delivery delay, which can depend on load, but not of
+any other record's content. The ``arrived_after_deadline`` counter (telemetry only) counts
+admitted records that reached this stage after their deadline by its wall clock: the
+delivery delay the operator should compare with ``--allowed_lateness_seconds``. With
+``allowed_lateness_seconds=None`` (batch, replays of old data) every record inside the
+horizon is admitted.
 
 Operator metrics (``Metrics.counter("dpstream", prefix + name)``): ``ticked`` (records
-put into a tick), ``outside_horizon``, ``after_deadline``, ``no_clock`` (a position
-clock record without slot, an event-time record without ts), ``bad_point`` (shape
-differs from ``dim``); ``DedupByMessageId``: ``redeliveries_dropped``,
-``without_message_id``. Exact counts: telemetry only, never part of a release.
+put into a tick), ``outside_horizon``, ``after_deadline``, ``arrived_after_deadline``,
+``no_clock`` (a position clock record without slot, an event-time record without ts,
+or, with a deadline, without publish time), ``bad_point`` (shape differs from ``dim``);
+``DedupByMessageId``: ``redeliveries_dropped``, ``without_message_id``. Exact counts: telemetry only, never part of a release.
 """
 from __future__ import annotations
 
@@ -152,7 +165,8 @@ class TickClock:
         return (self.t_start + np.asarray(tick, dtype=np.int64)) * self.tick_us / _US
 
     def deadline(self, tick, allowed_lateness_seconds: float) -> np.ndarray:
-        """Public wall-clock time (seconds) after which tick(s) admit no record."""
+        """Public deadline (seconds since the epoch) of tick(s): a record published after it is not
+        admitted (``BatchIntoTicks`` compares each record's own publish time with it)."""
         return self.tick_end(tick) + float(allowed_lateness_seconds)
 
     # -- shards
@@ -176,6 +190,14 @@ def _is_int(v) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
+def _seconds_or_none(v) -> Optional[float]:
+    """A finite number of seconds, or None (booleans, non-numbers and NaN/inf are None)."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
 class _Partial(NamedTuple):
     """Points of one (shard, tick) from one bundle, with their sort keys."""
     points: np.ndarray   # (m, dim) float64
@@ -197,8 +219,14 @@ def _counter(prefix: str, name: str):
 class _AssignTicksFn(beam.DoFn):
     """Buffers points as Python lists (one append per point); at the end of the bundle, or
     every ``max_buffer`` points, computes every tick and shard at once with numpy, drops
-    (and counts) records outside the horizon or past the deadline, and emits one
-    :class:`_Partial` per (shard, tick) of the buffer."""
+    (and counts) records outside the horizon or published after their tick's deadline, and
+    emits one :class:`_Partial` per (shard, tick) of the buffer.
+
+    Every decision is a function of the record's own fields (slot, ts, publish time) and
+    public parameters, so neither the bundle split, nor the flush time, nor any other
+    record of the bundle changes it. ``now_fn`` (the stage's wall clock) is read once per
+    flush for the ``arrived_after_deadline`` telemetry only (delivery delay), never for
+    admission."""
 
     def __init__(self, clock: TickClock, dim: Optional[int], allowed_lateness_seconds: Optional[float],
                  now_fn: Callable[[], float], label_prefix: str, max_buffer: int = 1 << 16):
@@ -213,14 +241,16 @@ class _AssignTicksFn(beam.DoFn):
         c = lambda name: _counter(self.label_prefix, name)  # noqa: E731
         self._c_ticked, self._c_outside = c("ticked"), c("outside_horizon")
         self._c_late, self._c_noclock, self._c_bad = c("after_deadline"), c("no_clock"), c("bad_point")
+        self._c_arrived_late = c("arrived_after_deadline")
 
     def start_bundle(self):
         self._points: List[np.ndarray] = []
         self._slots: List[int] = []
         self._ts: List[float] = []
+        self._pub: List[float] = []
         self._mids: List[str] = []
         self._shards: List[int] = []
-        self._chunks: list = []  # (points, slots, ts, mids, shards) of ParsedBatch elements
+        self._chunks: list = []  # (points, slots, ts, mids, shards, publish times) of ParsedBatch elements
         self._n_chunked = 0
 
     def _process_batch(self, b):
@@ -232,11 +262,12 @@ class _AssignTicksFn(beam.DoFn):
         m = pts.shape[0]
         slots = np.asarray(b.slots, dtype=np.int64).reshape(m)
         ts = b.ts if isinstance(b.ts, (int, float)) and not isinstance(b.ts, bool) else None
+        pub = _seconds_or_none(getattr(b, "publish_time", None))
         ts_arr = np.full(m, math.nan if ts is None else float(ts))
         if self.clock.clock == "position":
             has = (slots >= 0) & (slots < 2 ** 62)
         else:
-            has = np.full(m, ts is not None)
+            has = np.full(m, ts is not None and (pub is not None or self.allowed_lateness_seconds is None))
         if not has.all():
             self._c_noclock.inc(int((~has).sum()))
             pts, slots, ts_arr = pts[has], slots[has], ts_arr[has]
@@ -253,7 +284,8 @@ class _AssignTicksFn(beam.DoFn):
             shards = np.array([self.clock.shard_of(None if s < 0 else int(s), mid, pts[i], ts)
                                for i, s in enumerate(slots)], dtype=np.int64)
         self._chunks.append((np.asarray(pts, dtype=np.float64), slots, ts_arr,
-                             np.full(m, "" if mid is None else str(mid)), shards))
+                             np.full(m, "" if mid is None else str(mid)), shards,
+                             np.full(m, math.nan if pub is None else float(pub))))
         self._n_chunked += m
 
     def process(self, element):
@@ -265,6 +297,7 @@ class _AssignTicksFn(beam.DoFn):
             return
         point, slot, ts = element[0], element[1], element[2]
         mid = element[3] if len(element) > 3 else None
+        pub = _seconds_or_none(element[4]) if len(element) > 4 else None
         if not isinstance(point, np.ndarray) or point.ndim != 1 or \
                 (self.dim is not None and point.shape[0] != self.dim):
             self._c_bad.inc()
@@ -273,12 +306,14 @@ class _AssignTicksFn(beam.DoFn):
             slot = None
         if ts is not None and not isinstance(ts, (int, float)):
             ts = None
-        if (slot if self.clock.clock == "position" else ts) is None:
-            self._c_noclock.inc()
+        if (slot if self.clock.clock == "position" else ts) is None or \
+                (self.clock.clock == "event_time" and self.allowed_lateness_seconds is not None and pub is None):
+            self._c_noclock.inc()  # with a deadline, the publish time is the admission clock
             return
         self._points.append(point)
         self._slots.append(-1 if slot is None else int(slot))
         self._ts.append(math.nan if ts is None else float(ts))
+        self._pub.append(math.nan if pub is None else float(pub))
         self._mids.append("" if mid is None else str(mid))
         self._shards.append(self.clock.shard_of(slot, mid, point, ts))
         if len(self._points) >= self.max_buffer:  # bounded memory on huge bundles
@@ -314,12 +349,19 @@ class _AssignTicksFn(beam.DoFn):
         if n_out:
             self._c_outside.inc(n_out)
         if self.allowed_lateness_seconds is not None:
-            now = float(self.now_fn())  # the decision time: once per flush, just before emitting
-            late = keep & (now > clock.deadline(ticks, self.allowed_lateness_seconds))
+            # admission by the record's own publish time against its tick's public deadline: a
+            # function of the record alone (finding 4c), whatever the bundle holds or when it flushes
+            pub = np.concatenate([np.array(self._pub, dtype=np.float64)] + [c[5] for c in self._chunks])
+            deadline = clock.deadline(ticks, self.allowed_lateness_seconds)
+            late = keep & ~(pub <= deadline)
             n_late = int(late.sum())
             if n_late:
                 self._c_late.inc(n_late)
             keep &= ~late
+            if self.now_fn is not None and keep.any():  # telemetry only: delivery delay, not admission
+                n_arrived_late = int((keep & (float(self.now_fn()) > deadline)).sum())
+                if n_arrived_late:
+                    self._c_arrived_late.inc(n_arrived_late)
         idx = np.flatnonzero(keep)
         out = []
         if idx.size:
@@ -417,8 +459,11 @@ class BatchIntoTicks(beam.PTransform):
       (``Repeatedly(AfterProcessingTime)``, discarding), never on the watermark, so
       a (shard, tick) can arrive in several batches; the consumer keeps state by tick
       and concatenates. Late data follows ``allowed_lateness_seconds`` (module
-      docstring). ``emit_empty_ticks`` is refused: heartbeats of empty ticks come
+      docstring): a record is admitted iff its publish time is at most its tick's
+      public deadline. ``emit_empty_ticks`` is refused: heartbeats of empty ticks come
       from the consumers' tick timers.
+    * ``now_fn`` (default ``time.time``) is the stage's wall clock, read once per flush for
+      the ``arrived_after_deadline`` telemetry only; no admission decision reads it.
     """
 
     def __init__(self, clock: str = "position", *, tick_size: Optional[int] = None,
