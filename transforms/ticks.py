@@ -590,8 +590,8 @@ def redelivery_window(tick_seconds: float, close_delay_seconds: float,
 
     Why. A message published at P (the server's clock) has ``ts ≤ P + skew`` (``ParsePoints``
     dead-letters a later ts: ``ts_in_future``), so its tick ends by ``ts + tick_seconds ≤ P +
-    skew + tick_seconds`` and is closed by ``P + max_age``: that is the whole time the message
-    can still be admitted into an open tick. The dedup drops (``after_dedup_ttl``) a record that
+    skew + tick_seconds`` and its public close time (tick end + close delay) is at most
+    ``P + max_age``: that is the whole time the message can still be admitted into an open tick. The dedup drops (``after_dedup_ttl``) a record that
     reaches it at or after ``P + max_age`` by the worker's clock, and remembers a message for
     ``ttl`` after it first saw it, which was at or after ``P − skew`` by the worker's clock (the
     worker's and the server's clocks agree within the skew). A redelivery after the ttl arrives
