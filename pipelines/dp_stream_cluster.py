@@ -5,8 +5,10 @@
 (also the ``dpstream`` console command). Steps, each a labelled composite transform:
 
     Read (files | Pub/Sub | built-in stream)
-    → DedupByMessageId (Pub/Sub)  → ParsePoints ──dead letters──→ WriteDeadLetters
-    → BatchIntoTicks (public clock: slot // tick_size, or ts // tick_seconds)
+    → DedupByMessageId (Pub/Sub; its window from public parameters: dedup_window)
+    → ParsePoints (Pub/Sub: a ts past publish time + skew is dead-lettered) ──dead letters──→ WriteDeadLetters
+    → BatchIntoTicks (public clock: slot // tick_size, or ts // tick_seconds; a late record is
+      admitted by its own publish time against its tick's public deadline)
     → BicriteriaCenters (one key per (tree, level)) → CenterRegistry (F, count estimate)
     → ClusterTicks (rings, DP-Merge-Reduce, release; one release per tick 1..T)
     → WriteReleases (JSON lines | Pub/Sub topic, attributes tick and epoch)
@@ -40,6 +42,7 @@ LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunn
 KNOWN_RUNNERS = LOCAL_RUNNERS + ("DataflowRunner", "FlinkRunner", "SparkRunner", "PortableRunner",
                                  "InteractiveRunner", "TestDataflowRunner", "TestDirectRunner")
 BUILTIN_N = 200_000
+DEFAULT_SKEW = 5.0  # --max_clock_skew_seconds
 DEFAULT_K = 5  # also the built-in stream's number of clusters
 
 log = logging.getLogger("dpstream")
@@ -108,8 +111,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--horizon_ticks", type=int, help="public horizon T: ticks 1..T release, later records are "
                                                      "dropped (required with an input)")
     g.add_argument("--allowed_lateness_seconds", type=float, default=5.0,
-                   help="event-time clock: a record is admitted until its tick's end plus this public delay "
-                        "(default 5)")
+                   help="event-time clock: a record is admitted iff its publish time is at most its tick's end "
+                        "plus this public delay (default 5)")
+    g.add_argument("--max_clock_skew_seconds", type=float, default=DEFAULT_SKEW,
+                   help="Pub/Sub: the public bound on how far the publishers', Pub/Sub's and the workers' clocks "
+                        "disagree; a record whose \"ts\" is later than its publish time plus this is dead-lettered "
+                        "(ts_in_future), and redeliveries are remembered for tick + lateness + 2 s + twice this "
+                        f"(default {DEFAULT_SKEW:g})")
     g.add_argument("--report", action="store_true",
                    help="after a batch run with --output, write centers.json, privacy_plan.md and report.png")
     return ap
@@ -160,6 +168,7 @@ class Job:
     files: Optional[list] = None  # file input: the FileSpecs checked at launch (path, slot offset, format, header)
     n_slots: Optional[int] = None  # file input: the records (slots) the files hold — public under replace-one
     notes: Optional[list] = None  # launch-time hints for the operator
+    max_clock_skew_seconds: float = DEFAULT_SKEW  # Pub/Sub: payload ts vs publish time, and clocks vs each other
 
     @property
     def releases_path(self) -> Optional[str]:
@@ -297,6 +306,9 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
             raise OptionError(f"--allowed_lateness_seconds must be finite and >= 0, got {lateness}")
         if not streaming:
             lateness = None  # a bounded input: nothing is late
+    skew = ns.max_clock_skew_seconds
+    if not (math.isfinite(skew) and skew >= 0):
+        raise OptionError(f"--max_clock_skew_seconds must be finite and >= 0, got {skew}")
 
     center = None
     if ns.center is not None:
@@ -334,6 +346,7 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
     if ns.format is not None and source == "builtin":
         raise OptionError("the built-in stream is numpy arrays: drop --format")
     job.csv_header = bool(ns.csv_header)
+    job.max_clock_skew_seconds = float(skew)
     if source == "files":
         from pipelines.sources import plan_files
         try:
@@ -455,10 +468,14 @@ def build(p, job: Job, seed_path: str, source=None):
             records = p | "ReadPubSub" >> ReadPubSubRecords(job.subscription, job.topic)
         else:
             records = p | "BuiltinStream" >> BuiltinStream(job.builtin_n)
+        skew = None
         if job.source == "pubsub" or job.streaming:
-            records = records | "DedupByMessageId" >> DedupByMessageId()
+            ttl, max_age = dedup_window(job)
+            records = records | "DedupByMessageId" >> DedupByMessageId(ttl_seconds=ttl, max_age_seconds=max_age)
+            skew = job.max_clock_skew_seconds
         fmt = job.fmt or ("numpy" if job.source == "builtin" and source is None else "auto")
-        parsed = records | "ParsePoints" >> ParsePoints(job.dim, fmt, batch_arrays=True)
+        parsed = records | "ParsePoints" >> ParsePoints(job.dim, fmt, batch_arrays=True,
+                                                        max_clock_skew_seconds=skew)
         points, dead_letter = parsed.points, parsed.dead_letter
     ticks = points | "BatchIntoTicks" >> _batch_into_ticks(job)
     mode = "streaming" if job.streaming else "batch"
@@ -495,11 +512,23 @@ PANE_SECONDS = 1  # BatchIntoTicks' processing-time pane on a stream
 
 def close_delay_seconds(job: Job) -> float:
     """When ClusterTicks closes tick k, after its end (public): on a stream the admission
-    deadline plus two panes of BatchIntoTicks, so a record admitted just before its
-    deadline still reaches the engine before the tick is released; 0 in batch."""
+    deadline plus two panes of BatchIntoTicks, so a record published just before its
+    deadline and delivered promptly still reaches the engine before the tick is released
+    (one delivered later is dropped there, ``after_close``); 0 in batch."""
     if not job.streaming:
         return 0.0
     return float(job.allowed_lateness_seconds or 0.0) + 2 * PANE_SECONDS
+
+
+def dedup_window(job: Job) -> Tuple[float, float]:
+    """``(ttl_seconds, max_age_seconds)`` of the stream's ``DedupByMessageId``, from public
+    parameters only (:func:`transforms.ticks.redelivery_window`): ``max_age = tick_seconds +
+    close_delay + skew`` (the latest a message published at P can still enter an open tick is
+    ``P + max_age``; ``close_delay = allowed_lateness + 2 panes``) and ``ttl = max_age + skew``,
+    so a redelivery after the ttl is past its tick's close and dropped (``after_dedup_ttl``)."""
+    from transforms.ticks import redelivery_window
+
+    return redelivery_window(job.tick_seconds, close_delay_seconds(job), job.max_clock_skew_seconds)
 
 
 def _batch_into_ticks(job: Job):
@@ -714,7 +743,8 @@ def warn(message: str) -> None:
 def operator_counts(result) -> dict:
     """The job's exact ``dpstream`` counters of a finished (or cancelled) run, as a dict:
     ``read``, ``valid``, ``dead_letter``, ``dead_letter_<reason>``, ``outside_horizon``,
-    ``no_clock``, ``after_deadline``, ``after_close``, ``points_processed``, ``clipped``,
+    ``no_clock``, ``after_deadline``, ``arrived_after_deadline``, ``after_close``,
+    ``redeliveries_dropped``, ``after_dedup_ttl``, ``points_processed``, ``clipped``,
     ``ticks_released``, …  Operator telemetry: never publish them with the releases."""
     from pipelines.summary import operator_counts as _counts
     return _counts(result)

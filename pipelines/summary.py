@@ -44,6 +44,8 @@ _REASON_HINTS = {
     "unsupported_type": "records of a type the parser cannot read: check --format against the files",
     "empty": "blank records",
     "bad_ts": 'a "ts" field that is not a number of seconds since the epoch',
+    "ts_in_future": 'a "ts" later than the message\'s publish time plus --max_clock_skew_seconds: check the '
+                    "publishers' clocks (ts in seconds, not milliseconds) and --max_clock_skew_seconds",
     "bad_slot": "records without a valid position (a bug in the source: please report it)",
     "wrong_shape": ".npy arrays that are not 2-D (n, d): save one row per point",
     "internal_error": "a parser error (please report it, with the dead letter's detail)",
@@ -88,7 +90,7 @@ def horizon_span(job) -> str:
 
 
 def _late(c: Dict[str, int]) -> int:
-    return c.get("after_deadline", 0) + c.get("after_close", 0)
+    return c.get("after_deadline", 0) + c.get("after_close", 0) + c.get("after_dedup_ttl", 0)
 
 
 def summary_lines(job, c: Dict[str, int]) -> List[str]:
@@ -107,8 +109,10 @@ def summary_lines(job, c: Dict[str, int]) -> List[str]:
     if job.clock == "event_time":
         rows.append(("without a timestamp", c.get("no_clock", 0), ""))
     if job.streaming:
-        rows.append(("late", _late(c), f"(after the deadline {_n(c.get('after_deadline', 0))}, after the tick "
-                                       f"closed {_n(c.get('after_close', 0))})"))
+        stale = c.get("after_dedup_ttl", 0)
+        rows.append(("late", _late(c), f"(published after the deadline {_n(c.get('after_deadline', 0))}, "
+                                       f"delivered after the tick closed {_n(c.get('after_close', 0))}"
+                                       + (f", delivered after the dedup ttl {_n(stale)}" if stale else "") + ")"))
         if c.get("redeliveries_dropped", 0):
             rows.append(("redeliveries dropped", c["redeliveries_dropped"], ""))
     rows += [
@@ -173,8 +177,9 @@ def run_warnings(job, c: Dict[str, int]) -> List[str]:
                    f'give each JSON record a numeric "ts" (seconds since the epoch), or use --tick_size '
                    f"(a position clock) for files without timestamps")
     if job.streaming and late and late * 2 > max(1, timed):
-        out.append(f"{_n(late)} records ({_pct(late, timed)}) arrived after their tick's public deadline and "
-                   f"were dropped: raise --allowed_lateness_seconds, or publish closer to real time")
+        out.append(f"{_n(late)} records ({_pct(late, timed)}) came after their tick's public deadline (published "
+                   f"after it, or delivered after the tick closed) and were dropped: raise "
+                   f"--allowed_lateness_seconds, or publish closer to real time")
     if processed and clipped * 2 > processed:
         center = "the origin" if job.center is None else "(" + ", ".join(f"{v:g}" for v in job.center) + ")"
         out.append(f"{_n(clipped)} of {_n(processed)} clustered points ({_pct(clipped, processed)}) lay outside "

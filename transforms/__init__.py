@@ -8,7 +8,9 @@ Only the front of the pipeline lives here so far:
   ``(shard, tick)``, the tick taken from the record alone (its slot or its
   timestamp, never a count of arrived records);
 * :class:`~transforms.ticks.DedupByMessageId` — drops Pub/Sub redeliveries
-  before parsing and tick assignment.
+  before parsing and tick assignment, remembering each message for the public
+  window :func:`~transforms.ticks.redelivery_window` derives from the tick length,
+  the close delay and the clock skew.
 
 * :class:`~transforms.cluster.ClusterTicks` — the engine (Alg. 1) held in Beam
   state under one key, stepped once per public tick (batch: one timer firing;
@@ -39,5 +41,6 @@ from transforms.ticks import (  # noqa: F401
     DedupByMessageId,
     TickClock,
     merge_partials,
+    redelivery_window,
 )
 from transforms.cluster import ClusterTicks, load_seed  # noqa: F401,E402

@@ -8,9 +8,10 @@ Each input element is a :class:`Record` ``(raw, slot, ts, message_id)``:
   array of shape ``(dim,)`` (one point) or ``(m, dim)`` (a batch of m points);
 * ``slot`` — the record's public position in a bounded input (its raw line or
   row index), **assigned before parsing**, or ``None`` (streams);
-* ``ts`` — the carrier's event time in seconds since the epoch (e.g. the Pub/Sub
-  publish time), or ``None``; a Beam ``Timestamp`` or an aware ``datetime`` is
-  accepted too;
+* ``ts`` — the carrier's time in seconds since the epoch (for Pub/Sub the
+  message's ``publish_time``, set by the server), or ``None``; a Beam ``Timestamp``
+  or an aware ``datetime`` is accepted too. It is the fallback event time *and*
+  the record's publish time (below);
 * ``message_id`` — the Pub/Sub message id, or ``None``.
 
 For convenience a bare ``str``/``bytes``/``ndarray`` is read as
@@ -21,9 +22,13 @@ Formats
 -------
 * JSON: an object ``{"x": [x_1, ..., x_dim]}`` with an optional numeric
   ``"ts"`` (seconds since the epoch). The record's own ``ts`` wins over the
-  carrier's ``Record.ts`` (the publish time is the fallback clock). Extra keys are
-  ignored. Numbers must be JSON numbers: booleans and numeric strings are
-  rejected (``non_numeric``).
+  carrier's ``Record.ts`` as the event time (the publish time is the fallback
+  clock). With ``max_clock_skew_seconds`` set, a ``"ts"`` later than the carrier's
+  time plus that public skew is dead-lettered (``ts_in_future``): a record cannot
+  have happened after it was published, and a future ``ts`` would put it in a tick
+  that closes later than its publication allows. Extra keys are ignored. Numbers
+  must be JSON numbers: booleans and numeric strings are rejected
+  (``non_numeric``).
 * CSV: ``dim`` comma-separated decimal numbers (ASCII digits, optional sign,
   fraction and exponent; surrounding blanks and a UTF-8 BOM are ignored).
 * numpy: an integer or floating array (``bool``, complex, object, string dtypes
@@ -42,8 +47,11 @@ Formats
 Outputs
 -------
 ``ParsePoints(...)`` returns a ``DoOutputsTuple``: ``result.points`` holds
-:class:`ParsedPoint` ``(point: float64 ndarray (dim,), slot, ts, message_id)``
-and ``result.dead_letter`` (also ``result["dead_letter"]``) holds JSON-ready
+:class:`ParsedPoint` ``(point: float64 ndarray (dim,), slot, ts, message_id,
+publish_time)`` — ``ts`` the event time (the JSON ``"ts"``, else the carrier's),
+``publish_time`` the carrier's time ``Record.ts`` whatever the payload says (for
+Pub/Sub the server-assigned publish time, by which
+:class:`~transforms.ticks.BatchIntoTicks` admits late records) — and ``result.dead_letter`` (also ``result["dead_letter"]``) holds JSON-ready
 dicts ``{raw, reason, detail, slot, ts, message_id}``: ``raw`` is a ``str`` of
 at most :data:`MAX_RAW_CHARS` UTF-8 bytes (text as is; undecodable binary and
 arrays as ``repr``); ``reason`` is one of :data:`REASONS`; ``slot`` and ``ts``
@@ -60,7 +68,8 @@ Checks are made in this order; the first failing one names the reason:
 record fields (``bad_slot``, ``bad_ts``), type (``unsupported_type``,
 ``not_utf8``), ``empty``, syntax (``malformed_json``, ``not_object``,
 ``missing_x``, ``wrong_type``, ``wrong_shape``), ``wrong_dimension``,
-``non_numeric``, ``nan_or_inf``, then the JSON ``ts`` field (``bad_ts``).
+``non_numeric``, ``nan_or_inf``, then the JSON ``ts`` field (``bad_ts``, then
+``ts_in_future``).
 """
 from __future__ import annotations
 
@@ -97,6 +106,7 @@ REASONS = (
     "wrong_dimension",   # number of coordinates != dim
     "non_numeric",       # a coordinate is not a number (bool, string, null, complex, object dtype …)
     "nan_or_inf",        # a coordinate is NaN, ±inf, or overflows float64
+    "ts_in_future",      # the JSON "ts" is later than the publish time (Record.ts) + max_clock_skew_seconds
     "internal_error",    # a bug in this module; the record is still dead-lettered, never lost
 )
 
@@ -114,21 +124,26 @@ class Record(NamedTuple):
 
 
 class ParsedPoint(NamedTuple):
-    """One valid point: ``point`` is float64 of shape ``(dim,)``, finite."""
+    """One valid point: ``point`` is float64 of shape ``(dim,)``, finite; ``ts`` its event
+    time; ``publish_time`` the carrier's time (``Record.ts``: for Pub/Sub the server's
+    publish time), kept even when the payload's own ``ts`` wins."""
     point: np.ndarray
     slot: Optional[int]
     ts: Optional[float]
     message_id: Optional[str] = None
+    publish_time: Optional[float] = None
 
 
 class ParsedBatch(NamedTuple):
     """The valid rows of one numpy record (``ParsePoints(..., batch_arrays=True)``):
     ``points`` float64 ``(m, dim)`` finite, ``slots`` int64 ``(m,)`` (−1 = none), and
-    the record's ``ts`` and ``message_id``. The same points as m ParsedPoints, as one element."""
+    the record's ``ts``, ``message_id`` and ``publish_time`` (a numpy record has no payload
+    ``ts``: both are the carrier's). The same points as m ParsedPoints, as one element."""
     points: np.ndarray
     slots: np.ndarray
     ts: Optional[float]
     message_id: Optional[str] = None
+    publish_time: Optional[float] = None
 
 
 # --------------------------------------------------------------------------- helpers
@@ -333,7 +348,7 @@ def _parse_array(arr: np.ndarray, dim: int, slot, ts, mid, out_points, out_dead,
         idx = np.flatnonzero(ok)
         if idx.size:
             slots = idx.astype(np.int64) + slot if slot is not None else np.full(idx.size, -1, np.int64)
-            batch.append(ParsedBatch(np.ascontiguousarray(f[idx]), slots, ts, mid))
+            batch.append(ParsedBatch(np.ascontiguousarray(f[idx]), slots, ts, mid, ts))
         for i in np.flatnonzero(~ok):
             s_ = None if slot is None else slot + int(i)
             j = int(np.argmax(~np.isfinite(f[i])))
@@ -342,7 +357,7 @@ def _parse_array(arr: np.ndarray, dim: int, slot, ts, mid, out_points, out_dead,
     for i in range(m):
         s = None if slot is None else slot + i
         if ok[i]:
-            out_points.append(ParsedPoint(f[i], s, ts, mid))
+            out_points.append(ParsedPoint(f[i], s, ts, mid, ts))
         else:
             j = int(np.argmax(~np.isfinite(f[i])))
             out_dead.append(_dead(_show(rows[i]), "nan_or_inf", f"coordinate {j} is {float(f[i, j])!r}", s, ts, mid))
@@ -359,16 +374,18 @@ def _as_record(element: Any) -> Record:
     return Record(element)  # dead-lettered as unsupported_type
 
 
-def parse_record(element: Any, dim: int, fmt: str = "auto",
-                 batch_arrays: bool = False) -> Tuple[List[Any], List[dict]]:
+def parse_record(element: Any, dim: int, fmt: str = "auto", batch_arrays: bool = False,
+                 max_clock_skew_seconds: Optional[float] = None) -> Tuple[List[Any], List[dict]]:
     """Parse one element into ``(points, dead_letters)``; never raises.
 
     ``len(points) + len(dead_letters) == count_items(record.raw)`` always, where a
     :class:`ParsedBatch` (numpy records with ``batch_arrays``) counts as its rows.
     A field whose own conversion raises (a hostile ``__str__``/``__float__``) makes
-    ``internal_error`` dead letters that keep the record's slot when it is valid."""
+    ``internal_error`` dead letters that keep the record's slot when it is valid.
+    ``max_clock_skew_seconds`` (None: no check) dead-letters a JSON ``"ts"`` later than the
+    record's carrier time (``Record.ts``, the publish time) plus the skew (``ts_in_future``)."""
     try:
-        return _parse_record(element, dim, fmt, batch_arrays)
+        return _parse_record(element, dim, fmt, batch_arrays, max_clock_skew_seconds)
     except Exception as e:
         try:
             n = count_items(_as_record(element).raw)
@@ -390,7 +407,8 @@ def _safe_show(element: Any) -> str:
         return f"<unprintable {type(element).__name__}>"
 
 
-def _parse_record(element: Any, dim: int, fmt: str, batch_arrays: bool) -> Tuple[List[Any], List[dict]]:
+def _parse_record(element: Any, dim: int, fmt: str, batch_arrays: bool,
+                  max_clock_skew_seconds: Optional[float] = None) -> Tuple[List[Any], List[dict]]:
     rec = _as_record(element)
     raw = rec.raw
     points: List[ParsedPoint] = []
@@ -398,6 +416,7 @@ def _parse_record(element: Any, dim: int, fmt: str, batch_arrays: bool) -> Tuple
     mid = _message_id(rec.message_id)
     slot, slot_err = _check_slot(rec.slot)
     ts, ts_err = _as_seconds(rec.ts)
+    publish_time = ts  # the carrier's time: the event time below may become the payload's own ts
     n_items = count_items(raw)
 
     def one(reason, detail, ts_=ts):
@@ -444,6 +463,11 @@ def _parse_record(element: Any, dim: int, fmt: str, batch_arrays: bool) -> Tuple
             jts, jerr = _json_ts(obj["ts"])
             if jerr:
                 return one("bad_ts", jerr)
+            if max_clock_skew_seconds is not None and publish_time is not None \
+                    and jts > publish_time + max_clock_skew_seconds:
+                return one("ts_in_future", f'"ts" {jts!r} is {jts - publish_time:.6g} s after the publish time '
+                                           f'{publish_time!r}, more than the public clock skew '
+                                           f'{max_clock_skew_seconds:g} s', ts_=jts)
             ts = jts
     elif kind == "csv":
         vec, reason, detail = _parse_values_csv(text, dim)
@@ -453,7 +477,7 @@ def _parse_record(element: Any, dim: int, fmt: str, batch_arrays: bool) -> Tuple
         return one("unsupported_type", f"{type(raw).__name__} given to a numpy parser")
     if vec is None:
         return one(reason, detail)
-    points.append(ParsedPoint(vec, slot, ts, mid))
+    points.append(ParsedPoint(vec, slot, ts, mid, publish_time))
     return points, dead
 
 
@@ -464,15 +488,22 @@ class ParsePointsFn(beam.DoFn):
 
     Counters (namespace ``dpstream``, names prefixed with ``label_prefix``):
     ``read`` (items, counted before parsing), ``valid``, ``dead_letter`` and
-    ``dead_letter_<reason>``."""
+    ``dead_letter_<reason>``. ``max_clock_skew_seconds``: see :func:`parse_record`."""
 
     FORMATS = ("auto", "json", "csv", "numpy")
 
-    def __init__(self, dim: int, fmt: str = "auto", label_prefix: str = "", batch_arrays: bool = False):
+    def __init__(self, dim: int, fmt: str = "auto", label_prefix: str = "", batch_arrays: bool = False,
+                 max_clock_skew_seconds: Optional[float] = None):
         if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or dim < 1:
             raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
         if fmt not in self.FORMATS:
             raise ValueError(f"fmt must be one of {self.FORMATS}, got {fmt!r}")
+        if max_clock_skew_seconds is not None and not (
+                isinstance(max_clock_skew_seconds, numbers.Real) and not isinstance(max_clock_skew_seconds, bool)
+                and math.isfinite(max_clock_skew_seconds) and max_clock_skew_seconds >= 0):
+            raise ValueError(f"max_clock_skew_seconds must be finite and >= 0, or None, got "
+                             f"{max_clock_skew_seconds!r}")
+        self.max_clock_skew_seconds = None if max_clock_skew_seconds is None else float(max_clock_skew_seconds)
         self.dim = int(dim)
         self.fmt = fmt
         self.label_prefix = label_prefix
@@ -501,7 +532,8 @@ class ParsePointsFn(beam.DoFn):
             n = 1
         self._read.inc(n)
         try:
-            points, dead = parse_record(element, self.dim, self.fmt, self.batch_arrays)
+            points, dead = parse_record(element, self.dim, self.fmt, self.batch_arrays,
+                                        getattr(self, "max_clock_skew_seconds", None))
             n_points = sum(p.points.shape[0] if isinstance(p, ParsedBatch) else 1 for p in points)
             if n_points + len(dead) != n:  # cannot happen; never lose a record silently
                 raise AssertionError(f"{n_points} points + {len(dead)} dead letters for {n} items")
@@ -528,13 +560,16 @@ class ParsePoints(beam.PTransform):
     ``result.dead_letter``. ``label_prefix`` prefixes the counter names (use it
     when one pipeline parses two inputs). With ``batch_arrays=True`` the valid rows
     of a numpy record come out as one :class:`ParsedBatch` (vectorised; what the job
-    uses) instead of one ParsedPoint per row. Apply :class:`~transforms.ticks.DedupByMessageId`
-    *before* this transform (a numpy batch's rows share one message id)."""
+    uses) instead of one ParsedPoint per row. ``max_clock_skew_seconds`` (the job passes
+    ``--max_clock_skew_seconds`` for Pub/Sub; None: no check) dead-letters a JSON ``"ts"``
+    later than the record's publish time plus that public skew (``ts_in_future``). Apply
+    :class:`~transforms.ticks.DedupByMessageId` *before* this transform (a numpy batch's
+    rows share one message id)."""
 
     def __init__(self, dim: int, fmt: str = "auto", label_prefix: str = "", batch_arrays: bool = False,
-                 label: Optional[str] = None):
+                 label: Optional[str] = None, max_clock_skew_seconds: Optional[float] = None):
         super().__init__(label)
-        self._fn = ParsePointsFn(dim, fmt, label_prefix, batch_arrays)
+        self._fn = ParsePointsFn(dim, fmt, label_prefix, batch_arrays, max_clock_skew_seconds)
 
     def expand(self, pcoll):
         return pcoll | "ParseRecords" >> beam.ParDo(self._fn).with_outputs(DEAD_LETTER, main=MAIN)

@@ -20,21 +20,35 @@ Public horizon (finding 2): ticks outside ``[1, horizon_ticks]`` are dropped rec
 record and counted (``outside_horizon``), never merged into a neighbouring tick.
 
 Late data (finding 4c): with ``allowed_lateness_seconds`` set (event-time clock only),
-a record of tick k is admitted iff, when this stage decides (when it flushes its buffer:
-at the end of a bundle or every ``max_buffer`` points), the wall clock has not passed ``tick_end(k) + allowed_lateness_seconds`` with
-``tick_end(k) = (t_start + k) * tick_seconds``; otherwise it is dropped and counted
-(``after_deadline``). The watermark plays no part: the grouping runs in the global
-window, which never expires, so the runner never drops a record as "late" either. The
-stage that closes tick k downstream must use the same deadline and drop (and count)
-anything that reaches it after it has processed tick k. Residual risk, to document:
-arrival delay itself can depend on load. With ``allowed_lateness_seconds=None``
-(batch, replays of old data) every record inside the horizon is admitted.
+a record of tick k is admitted iff its **own publish time** (``ParsedPoint.publish_time``:
+for Pub/Sub the message's ``publish_time``, set by the server) is at most the tick's
+public deadline ``tick_end(k) + allowed_lateness_seconds``, with ``tick_end(k) =
+(t_start + k) * tick_seconds``; otherwise it is dropped and counted (``after_deadline``).
+A record without a publish time cannot be judged and is dropped as ``no_clock``. The
+decision is a function of the record alone and public parameters: not of the wall
+clock when this stage flushes its buffer (a slow record in the bundle used to make every
+other record of the bundle late), not of the bundle, not of the watermark (the grouping
+runs in the global window, which never expires, so the runner never drops a record as
+"late" either). A payload ``ts`` cannot buy a later deadline: ``ParsePoints`` dead-letters
+a ``ts`` later than the publish time plus the public ``max_clock_skew_seconds``
+(``ts_in_future``).
+
+What remains (residual risk, documented in SECURITY.md): the stage that closes tick k
+downstream (``ClusterTicks``, at ``tick_end(k) + close_delay`` of the watermark) drops and
+counts (``after_close``) a record admitted here that reaches it after it processed tick k:
+that is a function of the record's delivery delay, which can depend on load, but not of
+any other record's content. The ``arrived_after_deadline`` counter (telemetry only) counts
+admitted records that reached this stage after their deadline by its wall clock: the
+delivery delay the operator should compare with ``--allowed_lateness_seconds``. With
+``allowed_lateness_seconds=None`` (batch, replays of old data) every record inside the
+horizon is admitted.
 
 Operator metrics (``Metrics.counter("dpstream", prefix + name)``): ``ticked`` (records
-put into a tick), ``outside_horizon``, ``after_deadline``, ``no_clock`` (a position
-clock record without slot, an event-time record without ts), ``bad_point`` (shape
-differs from ``dim``); ``DedupByMessageId``: ``redeliveries_dropped``,
-``without_message_id``. Exact counts: telemetry only, never part of a release.
+put into a tick), ``outside_horizon``, ``after_deadline``, ``arrived_after_deadline``,
+``no_clock`` (a position clock record without slot, an event-time record without ts,
+or, with a deadline, without publish time), ``bad_point`` (shape differs from ``dim``);
+``DedupByMessageId``: ``redeliveries_dropped``, ``without_message_id``,
+``after_dedup_ttl``. Exact counts: telemetry only, never part of a release.
 """
 from __future__ import annotations
 
@@ -58,7 +72,7 @@ from apache_beam.transforms.window import GlobalWindow, GlobalWindows, Timestamp
 from apache_beam.utils.timestamp import Duration, Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms.parse import NAMESPACE, ParsedBatch
+from transforms.parse import NAMESPACE, ParsedBatch, _as_seconds
 
 _US = 1_000_000
 _MAX_ABS_TS = 9.0e12  # seconds; |ts| * 1e6 stays exact-ish and inside int64
@@ -152,7 +166,8 @@ class TickClock:
         return (self.t_start + np.asarray(tick, dtype=np.int64)) * self.tick_us / _US
 
     def deadline(self, tick, allowed_lateness_seconds: float) -> np.ndarray:
-        """Public wall-clock time (seconds) after which tick(s) admit no record."""
+        """Public deadline (seconds since the epoch) of tick(s): a record published after it is not
+        admitted (``BatchIntoTicks`` compares each record's own publish time with it)."""
         return self.tick_end(tick) + float(allowed_lateness_seconds)
 
     # -- shards
@@ -176,6 +191,14 @@ def _is_int(v) -> bool:
     return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
+def _seconds_or_none(v) -> Optional[float]:
+    """A finite number of seconds, or None (booleans, non-numbers and NaN/inf are None)."""
+    if isinstance(v, bool) or not isinstance(v, numbers.Real):
+        return None
+    v = float(v)
+    return v if math.isfinite(v) else None
+
+
 class _Partial(NamedTuple):
     """Points of one (shard, tick) from one bundle, with their sort keys."""
     points: np.ndarray   # (m, dim) float64
@@ -197,8 +220,14 @@ def _counter(prefix: str, name: str):
 class _AssignTicksFn(beam.DoFn):
     """Buffers points as Python lists (one append per point); at the end of the bundle, or
     every ``max_buffer`` points, computes every tick and shard at once with numpy, drops
-    (and counts) records outside the horizon or past the deadline, and emits one
-    :class:`_Partial` per (shard, tick) of the buffer."""
+    (and counts) records outside the horizon or published after their tick's deadline, and
+    emits one :class:`_Partial` per (shard, tick) of the buffer.
+
+    Every decision is a function of the record's own fields (slot, ts, publish time) and
+    public parameters, so neither the bundle split, nor the flush time, nor any other
+    record of the bundle changes it. ``now_fn`` (the stage's wall clock) is read once per
+    flush for the ``arrived_after_deadline`` telemetry only (delivery delay), never for
+    admission."""
 
     def __init__(self, clock: TickClock, dim: Optional[int], allowed_lateness_seconds: Optional[float],
                  now_fn: Callable[[], float], label_prefix: str, max_buffer: int = 1 << 16):
@@ -213,14 +242,16 @@ class _AssignTicksFn(beam.DoFn):
         c = lambda name: _counter(self.label_prefix, name)  # noqa: E731
         self._c_ticked, self._c_outside = c("ticked"), c("outside_horizon")
         self._c_late, self._c_noclock, self._c_bad = c("after_deadline"), c("no_clock"), c("bad_point")
+        self._c_arrived_late = c("arrived_after_deadline")
 
     def start_bundle(self):
         self._points: List[np.ndarray] = []
         self._slots: List[int] = []
         self._ts: List[float] = []
+        self._pub: List[float] = []
         self._mids: List[str] = []
         self._shards: List[int] = []
-        self._chunks: list = []  # (points, slots, ts, mids, shards) of ParsedBatch elements
+        self._chunks: list = []  # (points, slots, ts, mids, shards, publish times) of ParsedBatch elements
         self._n_chunked = 0
 
     def _process_batch(self, b):
@@ -232,11 +263,12 @@ class _AssignTicksFn(beam.DoFn):
         m = pts.shape[0]
         slots = np.asarray(b.slots, dtype=np.int64).reshape(m)
         ts = b.ts if isinstance(b.ts, (int, float)) and not isinstance(b.ts, bool) else None
+        pub = _seconds_or_none(getattr(b, "publish_time", None))
         ts_arr = np.full(m, math.nan if ts is None else float(ts))
         if self.clock.clock == "position":
             has = (slots >= 0) & (slots < 2 ** 62)
         else:
-            has = np.full(m, ts is not None)
+            has = np.full(m, ts is not None and (pub is not None or self.allowed_lateness_seconds is None))
         if not has.all():
             self._c_noclock.inc(int((~has).sum()))
             pts, slots, ts_arr = pts[has], slots[has], ts_arr[has]
@@ -253,7 +285,8 @@ class _AssignTicksFn(beam.DoFn):
             shards = np.array([self.clock.shard_of(None if s < 0 else int(s), mid, pts[i], ts)
                                for i, s in enumerate(slots)], dtype=np.int64)
         self._chunks.append((np.asarray(pts, dtype=np.float64), slots, ts_arr,
-                             np.full(m, "" if mid is None else str(mid)), shards))
+                             np.full(m, "" if mid is None else str(mid)), shards,
+                             np.full(m, math.nan if pub is None else float(pub))))
         self._n_chunked += m
 
     def process(self, element):
@@ -265,6 +298,7 @@ class _AssignTicksFn(beam.DoFn):
             return
         point, slot, ts = element[0], element[1], element[2]
         mid = element[3] if len(element) > 3 else None
+        pub = _seconds_or_none(element[4]) if len(element) > 4 else None
         if not isinstance(point, np.ndarray) or point.ndim != 1 or \
                 (self.dim is not None and point.shape[0] != self.dim):
             self._c_bad.inc()
@@ -273,12 +307,14 @@ class _AssignTicksFn(beam.DoFn):
             slot = None
         if ts is not None and not isinstance(ts, (int, float)):
             ts = None
-        if (slot if self.clock.clock == "position" else ts) is None:
-            self._c_noclock.inc()
+        if (slot if self.clock.clock == "position" else ts) is None or \
+                (self.clock.clock == "event_time" and self.allowed_lateness_seconds is not None and pub is None):
+            self._c_noclock.inc()  # with a deadline, the publish time is the admission clock
             return
         self._points.append(point)
         self._slots.append(-1 if slot is None else int(slot))
         self._ts.append(math.nan if ts is None else float(ts))
+        self._pub.append(math.nan if pub is None else float(pub))
         self._mids.append("" if mid is None else str(mid))
         self._shards.append(self.clock.shard_of(slot, mid, point, ts))
         if len(self._points) >= self.max_buffer:  # bounded memory on huge bundles
@@ -314,12 +350,19 @@ class _AssignTicksFn(beam.DoFn):
         if n_out:
             self._c_outside.inc(n_out)
         if self.allowed_lateness_seconds is not None:
-            now = float(self.now_fn())  # the decision time: once per flush, just before emitting
-            late = keep & (now > clock.deadline(ticks, self.allowed_lateness_seconds))
+            # admission by the record's own publish time against its tick's public deadline: a
+            # function of the record alone (finding 4c), whatever the bundle holds or when it flushes
+            pub = np.concatenate([np.array(self._pub, dtype=np.float64)] + [c[5] for c in self._chunks])
+            deadline = clock.deadline(ticks, self.allowed_lateness_seconds)
+            late = keep & ~(pub <= deadline)
             n_late = int(late.sum())
             if n_late:
                 self._c_late.inc(n_late)
             keep &= ~late
+            if self.now_fn is not None and keep.any():  # telemetry only: delivery delay, not admission
+                n_arrived_late = int((keep & (float(self.now_fn()) > deadline)).sum())
+                if n_arrived_late:
+                    self._c_arrived_late.inc(n_arrived_late)
         idx = np.flatnonzero(keep)
         out = []
         if idx.size:
@@ -417,8 +460,11 @@ class BatchIntoTicks(beam.PTransform):
       (``Repeatedly(AfterProcessingTime)``, discarding), never on the watermark, so
       a (shard, tick) can arrive in several batches; the consumer keeps state by tick
       and concatenates. Late data follows ``allowed_lateness_seconds`` (module
-      docstring). ``emit_empty_ticks`` is refused: heartbeats of empty ticks come
+      docstring): a record is admitted iff its publish time is at most its tick's
+      public deadline. ``emit_empty_ticks`` is refused: heartbeats of empty ticks come
       from the consumers' tick timers.
+    * ``now_fn`` (default ``time.time``) is the stage's wall clock, read once per flush for
+      the ``arrived_after_deadline`` telemetry only; no admission decision reads it.
     """
 
     def __init__(self, clock: str = "position", *, tick_size: Optional[int] = None,
@@ -532,6 +578,39 @@ class _FirstPerKeyFn(beam.DoFn):
         yield min(recs, key=_record_order_key)
 
 
+def redelivery_window(tick_seconds: float, close_delay_seconds: float,
+                      max_clock_skew_seconds: float) -> Tuple[float, float]:
+    """``(ttl_seconds, max_age_seconds)`` of the stateful :class:`DedupByMessageId` for a stream
+    whose ticks last ``tick_seconds`` and whose closing stage (``ClusterTicks``) closes tick k
+    ``close_delay_seconds`` after its end (the job: ``allowed_lateness_seconds`` + two panes),
+    with clocks that agree within ``max_clock_skew_seconds`` (all public)::
+
+        max_age = tick_seconds + close_delay_seconds + max_clock_skew_seconds
+        ttl     = max_age + max_clock_skew_seconds
+
+    Why. A message published at P (the server's clock) has ``ts ≤ P + skew`` (``ParsePoints``
+    dead-letters a later ts: ``ts_in_future``), so its tick ends by ``ts + tick_seconds ≤ P +
+    skew + tick_seconds`` and its public close time (tick end + close delay) is at most
+    ``P + max_age``: that is the whole time the message can still be admitted into an open tick. The dedup drops (``after_dedup_ttl``) a record that
+    reaches it at or after ``P + max_age`` by the worker's clock, and remembers a message for
+    ``ttl`` after it first saw it, which was at or after ``P − skew`` by the worker's clock (the
+    worker's and the server's clocks agree within the skew). A redelivery after the ttl arrives
+    at or after ``P − skew + ttl = P + max_age``: past its tick's close, and dropped. So a message
+    counts at most once, whatever the watermark does. The state holds (message rate × ttl) ids."""
+    for name, v in (("tick_seconds", tick_seconds), ("close_delay_seconds", close_delay_seconds),
+                    ("max_clock_skew_seconds", max_clock_skew_seconds)):
+        if not (isinstance(v, numbers.Real) and not isinstance(v, bool) and math.isfinite(v) and v >= 0):
+            raise ValueError(f"{name} must be finite and >= 0, got {v!r}")
+    if not tick_seconds > 0:
+        raise ValueError(f"tick_seconds must be > 0, got {tick_seconds!r}")
+    max_age = float(tick_seconds) + float(close_delay_seconds) + float(max_clock_skew_seconds)
+    return max_age + float(max_clock_skew_seconds), max_age
+
+
+def _now_seconds(now_fn: Optional[Callable[[], float]]) -> float:
+    return float(now_fn()) if now_fn is not None else Timestamp.now().micros / _US
+
+
 def _make_stateful_dedup_fn(timer_name: str):
     """A stateful DoFn class whose expiry timer has a pipeline-unique name (Beam's
     FnApiRunner mixes up timers that share a name across transforms: apache/beam#21995)."""
@@ -539,12 +618,16 @@ def _make_stateful_dedup_fn(timer_name: str):
     expiry_spec = userstate.TimerSpec(timer_name, TimeDomain.REAL_TIME)
 
     class _StatefulDedupFn(beam.DoFn):
-        def __init__(self, ttl_seconds: float, label_prefix: str):
+        def __init__(self, ttl_seconds: float, label_prefix: str, max_age_seconds: Optional[float] = None,
+                     now_fn: Optional[Callable[[], float]] = None):
             self.ttl_seconds = ttl_seconds
             self.label_prefix = label_prefix
+            self.max_age_seconds = max_age_seconds
+            self.now_fn = now_fn
 
         def setup(self):
             self._c = _counter(self.label_prefix, "redeliveries_dropped")
+            self._c_stale = _counter(self.label_prefix, "after_dedup_ttl")
 
         def process(self, element, seen=beam.DoFn.StateParam(seen_spec),
                     expiry=beam.DoFn.TimerParam(expiry_spec)):
@@ -552,8 +635,16 @@ def _make_stateful_dedup_fn(timer_name: str):
             if seen.read():
                 self._c.inc()
                 return
+            now = _now_seconds(self.now_fn)
+            if self.max_age_seconds is not None:
+                published = _as_seconds(getattr(rec, "ts", None))[0]
+                if published is not None and now >= published + self.max_age_seconds:
+                    # too old to tell from a redelivery whose id this stage has forgotten; its tick
+                    # has closed anyway (redelivery_window)
+                    self._c_stale.inc()
+                    return
             seen.write(True)
-            expiry.set(Timestamp.now() + Duration(seconds=self.ttl_seconds))
+            expiry.set(Timestamp(micros=int(round(now * _US))) + Duration(seconds=self.ttl_seconds))
             yield rec
 
         @userstate.on_timer(expiry_spec)
@@ -567,9 +658,9 @@ class DedupByMessageId(beam.PTransform):
     """Drops Pub/Sub redeliveries: keeps one record per (``message_id``, ``ts``) (finding 4d);
     the carrier's ts is the publish time, which a redelivery keeps.
 
-    ``DedupByMessageId(mode="auto"|"batch"|"stateful", ttl_seconds=600.0,
-    label_prefix="", timer_name=None)``. Input: elements with a ``message_id``
-    attribute — apply it to :class:`~transforms.parse.Record`\\ s *before*
+    ``DedupByMessageId(mode="auto"|"batch"|"stateful", ttl_seconds=None, label_prefix="",
+    timer_name=None, max_age_seconds=None, now_fn=None)``. Input: elements with a
+    ``message_id`` attribute — apply it to :class:`~transforms.parse.Record`\\ s *before*
     ``ParsePoints`` and ``BatchIntoTicks`` (the rows of one numpy message share its
     id). Elements whose ``message_id`` is None pass through (counted
     ``without_message_id``).
@@ -578,28 +669,38 @@ class DedupByMessageId(beam.PTransform):
       the first record in a deterministic order; exact, state is the shuffle.
     * ``stateful`` (the default for unbounded input): a stateful DoFn keyed by the
       message id remembers it for ``ttl_seconds`` of **processing time** (a REAL_TIME
-      timer, not the watermark, so other records cannot shorten it). State is bounded
-      by (message rate × ttl). Limitation: a redelivery more than ``ttl_seconds``
-      after the first delivery passes again. Choose ``ttl_seconds ≥ tick_seconds +
-      allowed_lateness_seconds`` (plus clock skew): a record whose ts is at most its
-      arrival time is then past its tick's deadline by the time its id is forgotten,
-      so ``BatchIntoTicks`` drops such a redelivery as ``after_deadline``. On the
-      DirectRunner a REAL_TIME timer sends the pipeline to the BundleBasedDirectRunner.
-      Pub/Sub's publisher-side ``id_label`` (against client retries) is a source option
-      that the DirectRunner does not support.
+      timer, not the watermark, so other records cannot shorten it); ``ttl_seconds`` is
+      required. With ``max_age_seconds`` it also drops (``after_dedup_ttl``) a record that
+      reaches it ``max_age_seconds`` or more after its publish time (``ts``) by this
+      stage's clock (``now_fn``; default ``Timestamp.now()``). Take both from
+      :func:`redelivery_window` (what the job does): a redelivery then either finds its
+      id remembered or is too old to be admitted, so it never counts twice, whatever the
+      tick length (a fixed ttl shorter than a tick let a redelivery into a tick that was
+      still open). State is bounded by (message rate × ttl). On the DirectRunner a
+      REAL_TIME timer sends the pipeline to the BundleBasedDirectRunner. Pub/Sub's
+      publisher-side ``id_label`` (against client retries) is a source option that the
+      DirectRunner does not support.
     """
 
     MODES = ("auto", "batch", "stateful")
 
-    def __init__(self, mode: str = "auto", ttl_seconds: float = 600.0, label_prefix: str = "",
-                 timer_name: Optional[str] = None, label: Optional[str] = None):
+    def __init__(self, mode: str = "auto", ttl_seconds: Optional[float] = None, label_prefix: str = "",
+                 timer_name: Optional[str] = None, label: Optional[str] = None,
+                 max_age_seconds: Optional[float] = None, now_fn: Optional[Callable[[], float]] = None):
         super().__init__(label)
         if mode not in self.MODES:
             raise ValueError(f"mode must be one of {self.MODES}, got {mode!r}")
-        if not (isinstance(ttl_seconds, numbers.Real) and math.isfinite(ttl_seconds) and ttl_seconds > 0):
-            raise ValueError(f"ttl_seconds must be finite and > 0, got {ttl_seconds!r}")
+        for name, v in (("ttl_seconds", ttl_seconds), ("max_age_seconds", max_age_seconds)):
+            if v is not None and not (isinstance(v, numbers.Real) and not isinstance(v, bool)
+                                      and math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be finite and > 0, got {v!r}")
+        if mode == "stateful" and ttl_seconds is None:
+            raise ValueError("the stateful mode needs ttl_seconds (and max_age_seconds): take them from "
+                             "redelivery_window(tick_seconds, close_delay_seconds, max_clock_skew_seconds)")
         self.mode = mode
-        self.ttl_seconds = float(ttl_seconds)
+        self.ttl_seconds = None if ttl_seconds is None else float(ttl_seconds)
+        self.max_age_seconds = None if max_age_seconds is None else float(max_age_seconds)
+        self.now_fn = now_fn
         self.label_prefix = label_prefix
         self.timer_name = timer_name or f"dpstream_dedup_expiry_{label_prefix or 'default'}"
 
@@ -607,6 +708,10 @@ class DedupByMessageId(beam.PTransform):
         mode = self.mode
         if mode == "auto":
             mode = "batch" if pcoll.is_bounded else "stateful"
+        if mode == "stateful" and self.ttl_seconds is None:
+            raise ValueError("DedupByMessageId on unbounded input needs ttl_seconds (and max_age_seconds): take "
+                             "them from redelivery_window(tick_seconds, close_delay_seconds, "
+                             "max_clock_skew_seconds)")
         split = pcoll | "SplitById" >> beam.ParDo(_SplitByMessageIdFn(self.label_prefix)).with_output_types(
             Tuple[str, Any]).with_outputs(
             _SplitByMessageIdFn.NO_ID, main="keyed")
@@ -615,5 +720,6 @@ class DedupByMessageId(beam.PTransform):
                     | "FirstPerId" >> beam.ParDo(_FirstPerKeyFn(self.label_prefix)))
         else:
             fn_cls = _make_stateful_dedup_fn(self.timer_name)
-            kept = split.keyed | "FirstPerIdStateful" >> beam.ParDo(fn_cls(self.ttl_seconds, self.label_prefix))
+            kept = split.keyed | "FirstPerIdStateful" >> beam.ParDo(
+                fn_cls(self.ttl_seconds, self.label_prefix, self.max_age_seconds, self.now_fn))
         return (kept, split[_SplitByMessageIdFn.NO_ID]) | "Merge" >> beam.Flatten()

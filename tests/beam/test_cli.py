@@ -528,6 +528,7 @@ def test_a_streaming_run_on_the_direct_runner_reports_exact_counters(tmp_path, s
     from apache_beam.utils.timestamp import Timestamp
 
     from pipelines.direct_metrics import install
+    from tests.beam.runner_clock import runner_clock
     from transforms.parse import Record
 
     # an hour ahead of the wall clock (a whole number of ticks): no record is past its admission deadline
@@ -555,8 +556,9 @@ def test_a_streaming_run_on_the_direct_runner_reports_exact_counters(tmp_path, s
     opts.view_as(StandardOptions).streaming = True
     p = beam.Pipeline(options=opts)
     job_mod.build(p, job, seed_file, source=p | stream)
-    result = p.run()
-    result.wait_until_finish()
+    with runner_clock(t0 + 1):  # the runner's clock reads when the messages were published, whatever today is
+        result = p.run()
+        result.wait_until_finish()
     c = job_mod.operator_counts(result)
     assert c["read"] == n + 5 and c["valid"] == n + 1 and c["dead_letter_malformed_json"] == 4, c
     assert c["points_processed"] == n and c["outside_horizon"] == 1 and c["ticks_released"] == 4, c

@@ -17,7 +17,7 @@ from apache_beam.testing.test_stream import TestStream as _TestStream  # noqa: E
 from apache_beam.testing.util import assert_that, equal_to  # noqa: E402
 from apache_beam.utils.timestamp import Timestamp  # noqa: E402
 
-from transforms.parse import ParsedPoint, ParsePoints, Record, records_from_lines  # noqa: E402
+from transforms.parse import ParsedBatch, ParsedPoint, ParsePoints, Record, records_from_lines  # noqa: E402
 from transforms.ticks import (  # noqa: E402
     BatchIntoTicks, DedupByMessageId, TickClock, _AssignTicksFn, _MergeTickFn, _Partial)
 
@@ -37,9 +37,9 @@ def _counters(result):
     return out
 
 
-def _pt(slot=None, ts=None, mid=None, x=None):
+def _pt(slot=None, ts=None, mid=None, x=None, pub=None):
     x = [float(slot), -float(slot)] if x is None else x
-    return ParsedPoint(np.array(x, dtype=np.float64), slot, ts, mid)
+    return ParsedPoint(np.array(x, dtype=np.float64), slot, ts, mid, pub)
 
 
 # --------------------------------------------------------------------------- the clock
@@ -114,20 +114,38 @@ def _assign(fn, elements):
     return out
 
 
-def test_assign_drops_outside_horizon_and_after_deadline_without_merging_into_other_ticks():
+def test_assign_drops_outside_horizon_and_published_after_deadline_without_merging_into_other_ticks():
     clock = TickClock("event_time", tick_seconds=10.0, t_start=10, horizon_ticks=3)   # ticks: [100,110) [110,120) [120,130)
     pts = [_pt(0, 99.0), _pt(1, 100.0), _pt(2, 115.0), _pt(3, 125.0), _pt(4, 130.0), _pt(5, None)]
     out = _assign(_AssignTicksFn(clock, DIM, None, None, ""), pts)
     assert sorted(out) == [(0, 1), (0, 2), (0, 3)]
     assert [p.slots.tolist() for p in out[(0, 1)]] == [[1]]       # ts 99 is not merged into tick 1
     assert [p.slots.tolist() for p in out[(0, 3)]] == [[3]]       # ts 130 is not merged into tick 3
-    # a public deadline: tick k closes at (t_start + k) * 10 s + 5 s of wall clock
-    late = _assign(_AssignTicksFn(clock, DIM, 5.0, lambda: 124.0, ""), pts)
+
+    # a public deadline: tick k admits a record published by (t_start + k) * 10 s + 5 s; the stage's
+    # own wall clock (here far past every deadline) plays no part
+    def published(at):
+        return [p._replace(publish_time=at) for p in pts]
+    far_future = lambda: 1e12  # noqa: E731
+    late = _assign(_AssignTicksFn(clock, DIM, 5.0, far_future, ""), published(124.0))
     assert sorted(late) == [(0, 2), (0, 3)]                        # tick 1 closed at 115
-    late = _assign(_AssignTicksFn(clock, DIM, 5.0, lambda: 125.0, ""), pts)
+    late = _assign(_AssignTicksFn(clock, DIM, 5.0, far_future, ""), published(125.0))
     assert sorted(late) == [(0, 2), (0, 3)]                        # tick 2 is open until 125 inclusive
-    late = _assign(_AssignTicksFn(clock, DIM, 5.0, lambda: 125.5, ""), pts)
+    late = _assign(_AssignTicksFn(clock, DIM, 5.0, far_future, ""), published(125.5))
     assert sorted(late) == [(0, 3)]
+    # record by record, in one bundle: each by its own publish time
+    mixed = [_pt(6, 112.0, pub=125.0), _pt(7, 113.0, pub=125.001), _pt(8, 119.0, pub=90.0)]
+    got = _assign(_AssignTicksFn(clock, DIM, 5.0, None, ""), mixed)
+    assert [p.slots.tolist() for p in got[(0, 2)]] == [[6, 8]]
+    # the rows of a numpy message share its publish time
+    batches = [ParsedBatch(np.ones((2, DIM)), np.array([10, 11]), 112.0, "b1", 125.0),
+               ParsedBatch(np.ones((3, DIM)), np.array([12, 13, 14]), 112.0, "b2", 125.5)]
+    got = _assign(_AssignTicksFn(clock, DIM, 5.0, None, ""), batches)
+    assert [p.slots.tolist() for p in got[(0, 2)]] == [[10, 11]]
+    # with a deadline, a record without a publish time cannot be judged: dropped (no_clock)
+    assert _assign(_AssignTicksFn(clock, DIM, 5.0, None, ""), [_pt(9, 112.0)]) == {}
+    assert _assign(_AssignTicksFn(clock, DIM, 5.0, None, ""), [ParsedBatch(np.ones((2, DIM)), np.array([15, 16]),
+                                                                         112.0, "b3")]) == {}
 
 
 def test_buffer_flushes_do_not_change_the_batches():
@@ -235,13 +253,14 @@ def batch(tmp_path_factory):
     out("pos", pts | "Pos" >> BatchIntoTicks(label_prefix="pos_", **POS), stamp=True)
     out("full", pts | "Full" >> BatchIntoTicks(dim=DIM, emit_empty_ticks=True, label_prefix="full_", **POS))
 
-    # 2. event time: horizon, and a public deadline (tick k closes at (10 + k) * 10 s + 5 s)
-    evts = [Record(f'{{"x": [{i}, 0], "ts": {ts}}}', slot=i)
+    # 2. event time: horizon, and a public deadline (tick k admits records published by (10 + k) * 10 s
+    # + 5 s): every record published at 124 (its carrier time), the stage's wall clock long past them all
+    evts = [Record(f'{{"x": [{i}, 0], "ts": {ts}}}', slot=i, ts=124.0)
             for i, ts in enumerate([95.0, 100.0, 112.0, 119.9, 121.0, 131.0])]
     epts = (p | "CreateEvt" >> beam.Create(evts) | "ParseEvt" >> ParsePoints(DIM, label_prefix="evt_")).points
     out("evt_all", epts | "EvtAll" >> BatchIntoTicks(label_prefix="all_", **EVT))
     out("evt_late", epts | "EvtLate" >> BatchIntoTicks(label_prefix="late_", allowed_lateness_seconds=5.0,
-                                                       now_fn=lambda: 124.0, **EVT))   # tick 1 closed at 115
+                                                       now_fn=lambda: 1e12, **EVT))   # tick 1 closed at 115
 
     # 3. one record dead-lettered (position) / inserted (event time)
     for lab, (rs, kw) in _independence_inputs().items():
@@ -305,6 +324,7 @@ def test_event_time_horizon_and_public_deadline(batch):
     assert rows("evt_late") == [((0, 2), [[2.0, 0.0], [3.0, 0.0]]), ((0, 3), [[4.0, 0.0]])]
     assert (c["all_ticked"], c["all_outside_horizon"], c.get("all_after_deadline", 0)) == (4, 2, 0)
     assert (c["late_ticked"], c["late_outside_horizon"], c["late_after_deadline"]) == (3, 2, 1)
+    assert c["late_arrived_after_deadline"] == 3   # telemetry of the stage's wall clock; admission ignores it
 
 
 def test_no_record_changes_tick_when_another_is_inserted_or_dead_lettered(batch):
