@@ -16,6 +16,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 
 from .engine import Engine
+from .runs import RunSequence
 from .noise import seed_bytes
 from .params import EngineConfig
 from .release import Release
@@ -73,9 +74,16 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
     tick_size : int, default 1000
         Rows per tick in ``fit``.
     horizon_ticks : int or None
-        Public horizon T: releases happen at ticks 1..T and tick T+1 is refused.
-        None means the number of ticks of X in ``fit`` and
-        1024 for ``partial_fit``.
+        Public horizon T of one run: releases happen at ticks 1..T and tick T+1 is
+        refused unless more runs are allowed (``runs``). None means the number of
+        ticks of X in ``fit`` and 1024 for ``partial_fit``.
+    runs : int or None, default 1 (an advanced parameter)
+        Consecutive runs of T ticks, each with fresh mechanisms, noise and budget:
+        a record lies in one run, so the whole sequence stays (ε, δ)-DP per record
+        (parallel composition; :mod:`dpstream.runs`). None: unbounded
+        (``partial_fit`` past T rolls over). ``window_runs`` (default 1): releases
+        also carry ``window_centers`` of the last W closed runs and the current one
+        (0: all runs).
     neighbouring : "replace_one" (default) | "add_remove"
         The neighbouring relation the plan is calibrated for. Ticks made by
         counting rows (``fit``, or ``partial_fit`` with fixed-size chunks) are a
@@ -91,7 +99,8 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
 
     Attributes
     ----------
-    cluster_centers_ : (k, d) centers of the latest release
+    cluster_centers_ : (k, d) centers of the latest release (of its run)
+    window_centers_ : (k, d) the latest release's window centers (runs window_first_run … run)
     release_ : the latest :class:`dpstream.release.Release`
     privacy_plan_ : the :class:`dpstream.privacy.PrivacyPlan`
     n_ticks_ : ticks consumed
@@ -187,7 +196,7 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
 
     def _start(self, dim: int, horizon: int) -> None:
         cfg = self._config(dim, horizon)
-        self._engine = Engine(cfg, seed_bytes(self.random_state))
+        self._engine = RunSequence(cfg, seed_bytes(self.random_state))
         self.n_features_in_ = dim
         self.privacy_plan_ = self._engine.plan
         self._n_seen = 0  # operator telemetry, for the clipping warning only
@@ -217,9 +226,10 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         X = self._check_X(X, allow_empty=False)
         n_ticks = math.ceil(X.shape[0] / self.tick_size)
         horizon = n_ticks if self.horizon_ticks is None else self.horizon_ticks
-        if n_ticks > horizon:
-            raise ValueError(f"X needs {n_ticks} ticks of {self.tick_size} rows but horizon_ticks={horizon}; "
-                             f"raise horizon_ticks or tick_size")
+        runs = self.advanced.get("runs", 1)
+        if runs is not None and n_ticks > horizon * runs:
+            raise ValueError(f"X needs {n_ticks} ticks of {self.tick_size} rows but horizon_ticks={horizon} "
+                             f"with runs={runs}; raise horizon_ticks, tick_size or runs (None: unbounded)")
         self._start(X.shape[1], horizon)
         every = max(1, n_ticks // 10)
         for i, s in enumerate(range(0, X.shape[0], self.tick_size)):
@@ -242,7 +252,8 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
     def _take(self, rel: Release) -> None:
         self.release_ = rel
         self.cluster_centers_ = rel.centers
-        self.n_ticks_ = rel.tick
+        self.window_centers_ = rel.window_centers
+        self.n_ticks_ = rel.global_tick
         self.n_clipped_ = self._engine.n_clipped
 
     def predict(self, X) -> np.ndarray:
@@ -275,8 +286,15 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
 
     @property
     def engine_(self) -> Engine:
-        """The engine itself — operator state, not a release: it holds raw buffered points and exact
-        counter sums (so does its pickle). Never publish it; publish ``release_`` instead."""
+        """The open run's engine — operator state, not a release: it holds raw buffered points and
+        exact counter sums (so does its pickle). Never publish it; publish ``release_`` instead."""
+        if self._engine is None:
+            raise AttributeError("not fitted")
+        return self._engine.engine
+
+    @property
+    def runs_(self) -> RunSequence:
+        """The run sequence (operator state, like ``engine_``)."""
         if self._engine is None:
             raise AttributeError("not fitted")
         return self._engine

@@ -85,11 +85,14 @@ class ExternalCenters:
 class Engine:
     BICRITERIA = ("internal", "external")
 
-    def __init__(self, cfg: EngineConfig, seed: bytes, trace: bool = False, bicriteria: str = "internal"):
+    def __init__(self, cfg: EngineConfig, seed: bytes, trace: bool = False, bicriteria: str = "internal",
+                 run: int = 0):
+        """One run of T ticks (:mod:`dpstream.runs` chains them); ``run`` (≥ 0) enters every noise key."""
         if bicriteria not in self.BICRITERIA:
             raise ValueError(f"bicriteria must be one of {self.BICRITERIA}, got {bicriteria!r}")
         self.cfg = cfg
-        self.noise = NoiseSource(seed, trace=trace)
+        self.run = int(run)
+        self.noise = NoiseSource(seed, trace=trace, prefix=("run", self.run) if self.run else ())
         self.plan = PrivacyPlan.build(cfg, seed_hash=self.noise.seed_hash)
         self.A = make_semicoreset(cfg, self.plan, self.noise)
         self.block_size = cfg.block_size if cfg.block_size is not None else rules.block_size(

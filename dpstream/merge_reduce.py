@@ -6,8 +6,8 @@ reads, never an approximate summary — review finding 8); LevelZero-AboveThresh
 parts (ring i, center f) for *every* f of the epoch's center set — and the result is
 merged into a binary-counter stack of levels reduced with black box B.
 
-Block j of ring i in epoch e is opened under the key ("A", e, i, j) (its tree directions)
-and released under the same key, exactly once: a fire or the flush of an epoch change or
+Block j of ring i in epoch e is opened with the tree directions of key ("A", e, i) (shared by
+the ring's blocks) and released under the key ("A", e, i, j), exactly once: a fire or the flush of an epoch change or
 the horizon. The flush sends every ring's pending block through A — every part, empty ones
 included — so no point is lost and each point still enters exactly one A call (review,
 "Flush fix"). Each ring is a separate state machine (:class:`RingMergeReduce`), so a Beam
@@ -39,6 +39,10 @@ class RingMergeReduce:
         self.radii = np.full(self.centers.shape[0], float(cfg.ring_radius(ring)))
         self.j = 0  # blocks released so far
         self.last_release = 0  # tick of the last release (0: none yet)
+        # the tree's directions are keyed by (epoch, ring), not by block: every block of a ring shares
+        # them (data-independent either way), so whoever sketches a ring's points — a Beam shard — needs
+        # only the epoch's public centers and radii, never the ring's fire history
+        self.V = A.directions(("A", self.epoch, self.ring))
         self.block = self._open()
         self.levels: List[Optional[WeightedSet]] = []
         self.z = 1 if cfg.objective == "kmedian" else 2
@@ -47,7 +51,7 @@ class RingMergeReduce:
         return ("A", self.epoch, self.ring, self.j)
 
     def _open(self):
-        return self.A.open_block(self.centers, self.radii, self._key())
+        return self.A.open_block(self.centers, self.radii, ("A", self.epoch, self.ring), directions=self.V)
 
     def add(self, x: np.ndarray, f: np.ndarray) -> None:
         self.block.add(x, f)

@@ -86,11 +86,14 @@ class NoiseSource:
     is recorded with its size (the noise-key audit of privacy review test 2).
     """
 
-    def __init__(self, seed: bytes, trace: bool = False):
+    def __init__(self, seed: bytes, trace: bool = False, prefix: tuple = ()):
         if not isinstance(seed, (bytes, bytearray)) or len(seed) < 16:
             raise ValueError("NoiseSource needs a secret seed of at least 16 bytes")
         self._seed = bytes(seed)
         self.trace = trace
+        # prepended to every key: ("run", r) for run r ≥ 1 (run 0 keeps the bare keys), so the draws
+        # of different runs never share a key (review finding 7d)
+        self.prefix = tuple(prefix)
         self.keys: Counter = Counter()
 
     @property
@@ -124,6 +127,7 @@ class NoiseSource:
     def generator(self, key: tuple, size: int = 0) -> np.random.Generator:
         if self._seed is None:
             raise RuntimeError("this NoiseSource was unpickled without its seed: call attach_seed first")
+        key = self.__dict__.get("prefix", ()) + tuple(key)
         if self.trace:
             self.keys[(key, int(size))] += 1
         msg = b"\x1f".join(_encode(p) for p in key)

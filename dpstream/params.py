@@ -46,6 +46,11 @@ class EngineConfig:
       ("replace_one" for a position clock such as fixed-size chunks,
       "add_remove" for event-time ticks; DESIGN §2).
 
+    Runs (:mod:`dpstream.runs`): runs (consecutive runs of T ticks, each with fresh mechanisms,
+    noise keys and budget — parallel composition over their disjoint records; None = unbounded,
+    1 = one run: tick T+1 is refused), window_runs (W: every release also carries centers for the
+    last W closed runs plus the current one, from their released coresets; 0 = all time).
+
     Bicriteria (Alg. 2/3): n_trees (Q), grid_levels (L+1 levels, cell side
     2Λ/2^ℓ), n_reps (R), n_buckets (w, default 4k), hh_alpha (the bit
     decoder's dominance threshold), hh_min_count (τ_min in units of the
@@ -75,6 +80,8 @@ class EngineConfig:
     epsilon: float
     delta: float = 1e-6
     horizon_ticks: int = 1024
+    runs: Optional[int] = 1
+    window_runs: int = 1
     neighbouring: str = "replace_one"
     objective: str = "kmeans"
     semicoreset: str = "tree"
@@ -127,6 +134,10 @@ class EngineConfig:
                f"delta must be in [0, 1), got {self.delta!r}")
         _check(_is_whole(self.horizon_ticks) and 1 <= self.horizon_ticks <= 2**40,
                f"horizon_ticks must be an integer in [1, 2^40], got {self.horizon_ticks!r}")
+        _check(self.runs is None or (_is_whole(self.runs) and 1 <= self.runs <= 2**40),
+               f"runs must be an integer >= 1 or None (unbounded), got {self.runs!r}")
+        _check(_is_whole(self.window_runs) and 0 <= self.window_runs <= 10**6,
+               f"window_runs must be an integer >= 0 (0: all runs), got {self.window_runs!r}")
         _check(self.neighbouring in RELATIONS, f"neighbouring must be one of {RELATIONS}, got {self.neighbouring!r}")
         _check(self.objective in OBJECTIVES, f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
         _check(self.semicoreset in SEMICORESETS, f"semicoreset must be one of {SEMICORESETS}, got {self.semicoreset!r}")
@@ -198,6 +209,9 @@ class EngineConfig:
         object.__setattr__(self, "radius", float(self.radius))
         object.__setattr__(self, "epsilon", float(self.epsilon))
         object.__setattr__(self, "delta", float(self.delta))
+        if self.runs is not None:
+            object.__setattr__(self, "runs", int(self.runs))
+        object.__setattr__(self, "window_runs", int(self.window_runs))
         for name in ("n_clusters", "dim", "horizon_ticks", "n_trees", "grid_levels", "n_reps", "n_rings",
                      "tree_depth", "lloyd_iters", "n_init") + (("block_size",) if self.block_size is not None else ()):
             object.__setattr__(self, name, int(getattr(self, name)))

@@ -166,6 +166,8 @@ class PrivacyPlan:
     participation: Dict[str, int] = field(default_factory=dict)
     count_scale: float = 0.0  # per-node noise of the stream counter (0: none)
     count_mechanism: str = "gaussian"
+    runs: object = 1  # consecutive runs of T ticks (None: unbounded); each is calibrated as above
+    horizon_ticks: int = 0
 
     @property
     def total_epsilon(self) -> float:
@@ -302,7 +304,7 @@ class PrivacyPlan:
                    a_count_scale=a_count_scale, a_sum_scale=a_sum_scale, a_mechanism=a_mech,
                    a_count_mult=m_c, a_sum_mult=m_s, pld_epsilon=pld_eps, basic_epsilon=basic,
                    seed_hash=seed_hash, participation=participation, count_scale=count_scale,
-                   count_mechanism=bic_mech)
+                   count_mechanism=bic_mech, runs=cfg.runs, horizon_ticks=cfg.horizon_ticks)
 
     @classmethod
     def _non_private(cls, cfg, n_inst, m_c, m_s, seed_hash):
@@ -315,7 +317,8 @@ class PrivacyPlan:
                    a_sum_mult=m_s, pld_epsilon=math.inf, basic_epsilon=math.inf, seed_hash=seed_hash,
                    participation={"stream_counter_instances": int(cfg.count_counter),
                                   "bicriteria_counter_instances": n_inst, "sparse_vector_instances": 1,
-                                  "semicoreset_calls_at_most": 1}, count_mechanism="gaussian")
+                                  "semicoreset_calls_at_most": 1}, count_mechanism="gaussian", runs=cfg.runs,
+                   horizon_ticks=cfg.horizon_ticks)
 
     # -- presentation -------------------------------------------------------
     def to_dict(self) -> dict:
@@ -324,6 +327,8 @@ class PrivacyPlan:
             "total_epsilon": self.total_epsilon, "pld_epsilon": self.pld_epsilon,
             "basic_epsilon": self.basic_epsilon, "accountant_relation": ACCOUNTANT_RELATION.name,
             "seed_hash": self.seed_hash, "participation": dict(self.participation),
+            "horizon_ticks": self.horizon_ticks, "runs": self.runs,
+            "across_runs": RUNS_NOTE,
             "lines": [dict(component=ln.component, mechanism=ln.mechanism, noise=ln.noise,
                            sensitivity=ln.sensitivity, count=ln.count, epsilon=ln.epsilon, note=ln.note)
                       for ln in self.lines],
@@ -357,6 +362,12 @@ def a_multiplicities(cfg: EngineConfig) -> Tuple[int, int]:
     return 1, 0
 
 
+RUNS_NOTE = ("every run of T ticks has fresh mechanisms, noise keys and the whole budget; a record's tick is a "
+             "function of the record and the public clock, so it lies in exactly one run, and a run depends on "
+             "earlier ones only through their releases: the whole sequence over all runs is (ε, δ)-DP per record "
+             "(parallel composition); a person with records in m runs gets m·ε (group privacy)")
+
+
 def plan_table(d: dict) -> str:
     """The ledger as a Markdown table, from :meth:`PrivacyPlan.to_dict` (what every release carries).
 
@@ -369,7 +380,12 @@ def plan_table(d: dict) -> str:
     head = (f"Privacy plan: ({d['epsilon']:g}, {d['delta']:g})-DP for one record under {rel} neighbours "
             f"(the sensitivities below are for this relation); seed {d['seed_hash'] or '-'}\n"
             f"Total spent: ε = {d['total_epsilon']:.4f} at δ = {d['delta']:g}, the smaller of the PLD composition "
-            f"of all lines ({d['pld_epsilon']:.4f}) and the basic sum ({d['basic_epsilon']:.4f})\n\n")
+            f"of all lines ({d['pld_epsilon']:.4f}) and the basic sum ({d['basic_epsilon']:.4f})\n")
+    if d.get("runs", 1) != 1:
+        runs = "an unbounded number of" if d.get("runs") is None else f"up to {d['runs']}"
+        head += (f"Runs: {runs} runs of T = {d.get('horizon_ticks')} ticks; this ledger is one run's, and the "
+                 f"guarantee holds for the whole sequence: {d.get('across_runs', RUNS_NOTE)}\n")
+    head += "\n"
     gauss = [ln for ln in d["lines"] if ln["mechanism"] == "gaussian" and ln["noise"] > 0]
     inv = {id(ln): ln["count"] * (ln["sensitivity"] / ln["noise"]) ** 2 for ln in gauss}
     total_inv = sum(inv.values())

@@ -11,19 +11,22 @@ from .privacy import PrivacyPlan, plan_table
 
 # The only fields a release record may carry; tests scan serialised releases against it.
 RELEASE_FIELDS = ("tick", "epoch", "centers", "coreset_points", "coreset_weights", "count_estimate",
-                  "n_candidate_centers", "privacy")
+                  "n_candidate_centers", "privacy", "run", "global_tick", "window_centers", "window_first_run")
 
 
 @dataclass(frozen=True)
 class Release:
     """The release of one tick.
 
-    tick: 1-based tick of the stream clock; epoch: index of the open epoch;
-    centers: (k, d) cluster centers (post-processing of the coreset);
-    coreset_points / coreset_weights: the DP weighted coreset (integer weights);
-    count_estimate: a DP estimate of the number of points so far (post-processing
-    of the bicriteria counters, never the exact count); n_candidate_centers: |F|;
-    plan: the privacy plan the release was produced under.
+    tick: 1-based tick within its run (1..T); epoch: index of the run's open epoch;
+    centers: (k, d) cluster centers of the run so far (post-processing of the coreset);
+    coreset_points / coreset_weights: the run's DP weighted coreset (integer weights);
+    count_estimate: a DP estimate of the run's number of points so far (post-processing
+    of DP counters, never the exact count); n_candidate_centers: |F|;
+    plan: the privacy plan the release was produced under (one run's);
+    run: the run's index (0, 1, …); global_tick: run·T + tick, the tick of the stream clock;
+    window_centers: (k, d) centers of the window — the released coresets of the runs
+    window_first_run … run merged (post-processing; equal to ``centers`` in run 0).
     """
 
     tick: int
@@ -34,6 +37,16 @@ class Release:
     count_estimate: float
     n_candidate_centers: int
     plan: PrivacyPlan
+    run: int = 0
+    global_tick: int = None
+    window_centers: np.ndarray = None
+    window_first_run: int = 0
+
+    def __post_init__(self):
+        if self.global_tick is None:
+            object.__setattr__(self, "global_tick", int(self.tick))
+        if self.window_centers is None:
+            object.__setattr__(self, "window_centers", self.centers)
 
     def to_dict(self) -> dict:
         d = {
@@ -45,6 +58,10 @@ class Release:
             "count_estimate": float(self.count_estimate),
             "n_candidate_centers": int(self.n_candidate_centers),
             "privacy": self.plan.to_dict(),
+            "run": int(self.run),
+            "global_tick": int(self.global_tick),
+            "window_centers": np.asarray(self.window_centers).tolist(),
+            "window_first_run": int(self.window_first_run),
         }
         for key, value in getattr(self, "_extra", {}).items():  # keys from_dict kept (a newer writer's)
             d.setdefault(key, copy.deepcopy(value))
@@ -129,4 +146,8 @@ _FROM_JSON = {
     "count_estimate": float,
     "n_candidate_centers": int,
     "plan": lambda v: ReleasedPlan(v),
+    "run": int,
+    "global_tick": int,
+    "window_centers": lambda v: np.asarray(v, dtype=np.float64),
+    "window_first_run": int,
 }

@@ -14,8 +14,9 @@ integer noise (finding 6).  Weights below τ_w = (noise tail over the parts)
 are zeroed: post-processing that stops empty parts adding phantom mass
 (finding 14).
 
-Interface: ``block = A.open_block(centers, radii, key)`` opens the level-0 block of one
-(epoch, ring, block index) with its parts (:mod:`dpstream.blocks`: the form each A reads —
+Interface: ``block = A.open_block(centers, radii, key)`` opens a level-0 block with its parts
+(the key draws only the tree's directions: the engine passes (epoch, ring), so a ring's blocks share
+them) (:mod:`dpstream.blocks`: the form each A reads —
 exact leaf sums for the tree and snap, raw points for DP-Lloyd); ``block.add(x, part)``
 takes the ring's points tick by tick; ``A.release(block, key)`` is the DP step, run once per
 block. A part's output depends on that part's points and its own noise only (a Beam stage may
@@ -94,8 +95,12 @@ class Semicoreset:
         self.record_calls = False
 
     # -- the interface ----------------------------------------------------------
-    def open_block(self, centers, radii, key):  # pragma: no cover - interface
+    def open_block(self, centers, radii, key, directions=None):  # pragma: no cover - interface
         raise NotImplementedError
+
+    def directions(self, key) -> np.ndarray:
+        """The tree's hyperplane directions for ``key`` (a keyed draw: data-independent); none otherwise."""
+        return np.zeros((0, self.cfg.dim))
 
     def release(self, block, key) -> WeightedSet:
         """The DP step on a whole block: a weighted set in data coordinates (zero weights dropped)."""
@@ -184,7 +189,7 @@ class SnapSemicoreset(Semicoreset):
 
     name = "snap"
 
-    def open_block(self, centers, radii, key):
+    def open_block(self, centers, radii, key, directions=None):
         return LeafSketch(centers, radii, np.zeros((0, self.cfg.dim)), self.cfg.dim, self.grid, with_sums=False)
 
     def run(self, block, key):
@@ -201,7 +206,7 @@ class TreeSemicoreset(Semicoreset):
     """Noisy-count / noisy-mean tree coreset (notes §12(a)/(b)).
 
     Per part, a binary tree of depth D splits by random hyperplanes through the
-    ball's center (D keyed directions per block, shared by its parts: a SimHash LSH,
+    ball's center (D keyed directions, shared by the parts and blocks of a ring: a SimHash LSH,
     i.e. the partition lives in a data-independent D-dimensional random projection while
     sums are noised in the original space). Every node on a branched path gets a noisy
     count; a node branches iff its noisy count ≥ θ_b, and then *both* children are
@@ -217,10 +222,13 @@ class TreeSemicoreset(Semicoreset):
     name = "tree"
     per_part_noise = True
 
-    def open_block(self, centers, radii, key):
+    def directions(self, key) -> np.ndarray:
         D, d = self.cfg.tree_depth, self.cfg.dim
-        V = self.noise.generator(key + ("directions",), D * d).normal(size=(D, d))
-        return LeafSketch(centers, radii, V, d, self.grid)
+        return self.noise.generator(key + ("directions",), D * d).normal(size=(D, d))
+
+    def open_block(self, centers, radii, key, directions=None):
+        V = self.directions(key) if directions is None else directions
+        return LeafSketch(centers, radii, V, self.cfg.dim, self.grid)
 
     def thresholds(self, n_parts: int):
         """(θ_root, θ_keep, θ_branch) of a release with ``n_parts`` parts (public numbers)."""
@@ -303,7 +311,7 @@ class LloydSemicoreset(Semicoreset):
 
     name = "lloyd"
 
-    def open_block(self, centers, radii, key):
+    def open_block(self, centers, radii, key, directions=None):
         return RawBlock(centers, radii, self.cfg.dim)
 
     def run(self, block, key):

@@ -1,0 +1,153 @@
+"""Runs: an unbounded stream as consecutive runs of T ticks under parallel composition.
+
+The continual counters of one run are private only up to its horizon T (privacy review finding 3),
+so a stream that goes on for months is cut into runs: run r covers the ticks r·T + 1 … (r + 1)·T of
+the stream's clock, each with fresh mechanisms, fresh noise keys (the run index enters every key)
+and a fresh budget (ε, δ).
+
+Why the whole unbounded sequence of releases is still (ε, δ)-DP per record: under the unit of
+privacy of dpstream — one record — a record's tick is a function of the record and the public clock
+alone (its timestamp or its slot), so it lies in exactly one run, and neighbouring streams differ in
+the input of that run only. Each run is (ε, δ)-DP in its own input and independent of the others'
+inputs (the window below reads only released outputs): parallel composition over disjoint inputs
+gives (ε, δ) for the whole sequence. A person who contributes records to m runs (or m records to one) gets m·ε by group
+privacy, exactly as within one run.
+
+What a release carries besides the run's own centers and coreset: ``window_centers``, centers of a
+public window of runs — the final released coresets of the last ``window_runs`` closed runs and the
+current run's coreset, merged, reduced by black box B and clustered (0: all runs so far, their
+coresets merged into one by B as they close). Released coresets are DP outputs, so the window is
+post-processing and costs no budget.
+
+State: the open run's engine, plus one released coreset (≤ s_B points) per run of the window (or one
+for all time): bounded over any number of runs; a closed run's engine is dropped.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections import deque
+from typing import Optional
+
+import numpy as np
+
+from .coresets import sensitivity_sample
+from .counters import HorizonExceeded
+from .engine import Engine, clip_to_ball
+from .offline import cluster_coreset
+from .params import EngineConfig
+from .release import Release
+
+
+class RunSequence:
+    """Runs of ``cfg.horizon_ticks`` ticks one after another: ``step(points) -> Release`` for every
+    tick of the stream, at most ``cfg.runs`` runs (None: unbounded)."""
+
+    def __init__(self, cfg: EngineConfig, seed: bytes, trace: bool = False, bicriteria: str = "internal"):
+        self.cfg = cfg
+        self._seed = bytes(seed)
+        self._trace, self._bicriteria = trace, bicriteria
+        self.run = 0
+        self.engine = Engine(cfg, seed, trace=trace, bicriteria=bicriteria)
+        # the window: (run, points, weights) of closed runs' final releases; W = 0 keeps one all-time set
+        self.closed: deque = deque(maxlen=cfg.window_runs if cfg.window_runs > 0 else None)
+        self._all_time = None
+        self._window_cache = None
+        self.z = 1 if cfg.objective == "kmedian" else 2
+
+    @property
+    def plan(self):
+        return self.engine.plan
+
+    def __getstate__(self):
+        d = dict(self.__dict__)
+        d["_seed"] = None  # the seed never travels with pickled state (as NoiseSource's)
+        return d
+
+    def attach_seed(self, seed: bytes) -> None:
+        self._seed = bytes(seed)
+        self.engine.attach_seed(seed)
+
+    def step(self, points, bicriteria_update=None) -> Release:
+        cfg = self.cfg
+        if self.engine.t >= cfg.horizon_ticks:
+            if cfg.runs is not None and self.run + 1 >= cfg.runs:
+                raise HorizonExceeded(
+                    f"the last run ({cfg.runs} run(s) of T={cfg.horizon_ticks} ticks) has ended; pass runs=None "
+                    f"(unbounded) or a larger runs to go on with fresh runs")
+            self._roll()
+        rel = self.engine.step(points, bicriteria_update)
+        return self._with_window(rel)
+
+    def _roll(self) -> None:
+        """Close the run: keep its final released coreset for the window and start the next run afresh
+        (from the ball's center, like run 0: carrying released centers into the next run's rings
+        would be private too, but would make run r + 1 wait for run r's last release — a loop across
+        runs that a Beam graph cannot unroll for an unbounded stream); the old engine (raw blocks,
+        exact counters) is dropped."""
+        last = self.engine._cache  # (points, weights, centers) of the run's final release
+        pts, w, _ = last
+        if self.cfg.window_runs == 0:
+            merged = (pts, w) if self._all_time is None else (np.vstack([self._all_time[0], pts]),
+                                                              np.r_[self._all_time[1], w])
+            rng = self.engine.noise.generator(("window", "all-time", self.run))
+            p2, w2 = sensitivity_sample(merged[0], merged[1], self.cfg.s_b, self.cfg.n_clusters, rng, self.z)
+            self._all_time = (p2, np.rint(w2).astype(np.int64))
+        else:
+            self.closed.append((self.run, pts, w))
+        self._clipped_before += self.engine.n_clipped
+        self._points_before += self.engine.n_points
+        self.run += 1
+        self.engine = Engine(self.cfg, self._seed, trace=self._trace, bicriteria=self._bicriteria, run=self.run)
+        self._window_cache = None
+
+    def _window_sets(self):
+        if self.cfg.window_runs == 0:
+            return ([] if self._all_time is None else [self._all_time]), 0
+        sets = [(p, w) for _, p, w in self.closed]
+        return sets, (self.closed[0][0] if self.closed else self.run)
+
+    def _with_window(self, rel: Release) -> Release:
+        cfg = self.cfg
+        sets, first = self._window_sets()
+        kw = dict(run=self.run, global_tick=self.run * cfg.horizon_ticks + rel.tick, window_first_run=first)
+        if not sets:  # run 0 (or nothing closed yet): the window is the run itself
+            return dataclasses.replace(rel, window_centers=rel.centers, **kw)
+        version = (self.run, self.engine._cache_version)
+        if self._window_cache is None or self._window_cache[0] != version:
+            P = np.vstack([p for p, _ in sets] + [rel.coreset_points])
+            W = np.concatenate([w for _, w in sets] + [rel.coreset_weights]).astype(float)
+            rng = self.engine.noise.generator(("window", rel.tick, "B"))
+            P, W = sensitivity_sample(P, W, cfg.s_b, cfg.n_clusters, rng, self.z)
+            C = cluster_coreset(P, np.rint(W), cfg.n_clusters, cfg.objective,
+                                self.engine.noise.generator(("window", rel.tick, "cluster")), cfg.center_vec,
+                                n_init=cfg.n_init)
+            C, _ = clip_to_ball(np.asarray(C, dtype=float), cfg.center_vec, cfg.radius)
+            self._window_cache = (version, C)
+        return dataclasses.replace(rel, window_centers=self._window_cache[1], **kw)
+
+    def state_size(self) -> int:
+        """Floats held: the open run's engine and the window's released coresets (operator telemetry)."""
+        d = self.cfg.dim
+        n = self.engine.state_size()
+        n += sum(p.size + w.size for _, p, w in self.closed)
+        if self._all_time is not None:
+            n += self._all_time[0].size + self._all_time[1].size
+        if self._window_cache is not None:
+            n += self._window_cache[1].size
+        return int(n)
+
+    @property
+    def peak_state(self) -> int:
+        return self.engine.peak_state + (self.state_size() - self.engine.state_size())
+
+    @property
+    def n_clipped(self) -> int:
+        """Points clipped onto the ball over all runs (operator telemetry: an exact count)."""
+        return self._clipped_before + self.engine.n_clipped
+
+    @property
+    def n_points(self) -> int:
+        return self._points_before + self.engine.n_points
+
+    _clipped_before = 0
+    _points_before = 0
