@@ -476,6 +476,9 @@ def build(p, job: Job, seed_path: str, source=None):
     from transforms.parse import ParsePoints
     from transforms.tick_timer import TickSchedule
     from transforms.ticks import DedupByMessageId
+    from pipelines import direct_specs
+
+    direct_specs.install()  # the BundleBasedDirectRunner re-introspects every DoFn on every bundle (Beam 2.77)
 
     cfg = engine_config(job)
     clock = tick_clock(job)

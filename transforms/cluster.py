@@ -22,11 +22,13 @@ Stages and keys (r = run, s = point shard, e = epoch index, i = ring):
   block and merge-reduce levels; one record per tick to ``ReleaseCoreset``) and
   :class:`EpochClose` (key r: at the epoch's adoption tick, the epoch's coreset and the next
   epoch's ring centers = [F] + the centers released at that tick, broadcast to the shards of copy
-  e + 1). This unrolls the loop "release → ring centers → rings → release" over the public
-  number of epochs.
+  e + 1; the closed epochs' coresets ride with shard 0's copy to ring 0 and so to
+  ``EpochClose[e+1]``). This unrolls the loop "release → ring centers → rings → release" over
+  the public number of epochs.
 * :class:`ReleaseCoreset` — one key for the whole job: the per-tick combine of already-reduced
   coresets (B of the closed epochs' coresets and the open rings' levels; the window of runs).
-* :class:`ClusterCoreset` — stateless, after a Reshuffle: each released coreset → k centers and
+* :class:`ClusterCoreset` — stateless, after a pass-through keyed by global tick (a Reshuffle
+  would drop the BundleBasedDirectRunner's late releases): each released coreset → k centers and
   window centers (a fresh k-means++ fit: parallel across ticks) → ``Release.to_dict()``.
 
 The tick contract (DESIGN §4): every stage after ``ShardTicks`` gates on *data*, never on the
@@ -460,11 +462,12 @@ class _AssignRingsFn(_StageFn):
         r, s = key
         job, cfg, e = self.job, self.job.cfg, self.epoch
         st = _load(state) or {"centers": cfg.center_vec[None, :].copy() if e == 0 else None, "pending": [],
-                              "n": 0, "span": None}
+                              "n": 0, "span": None, "prev": None}
         if item[0] == "tick":
             st["pending"].extend(item[1])
-        else:  # ("centers", F): this epoch's ring centers, from EpochClose of epoch e − 1
+        else:  # ("centers", F, coresets | None): this epoch's ring centers, from EpochClose of epoch e − 1
             st["centers"] = np.asarray(item[1], dtype=float)
+            st["prev"] = item[2]  # shard 0 only: the closed epochs' coresets, passed on to ring 0
         C = st["centers"]
         if C is None or not st["pending"]:
             _store(state, st)
@@ -493,12 +496,15 @@ class _AssignRingsFn(_StageFn):
                 st["span"] = t - p.first + 1
         st["n"] += len(st["pending"])
         st["pending"] = []
+        # the closed epochs' coresets (shard 0 only) go once, with this shard's first parts: ring 0
+        # cannot complete a tick without them, so it holds them before its epoch can close
+        prev, st["prev"] = st.get("prev"), None
         if st["span"] is not None and st["n"] >= st["span"]:
             state.clear()  # the epoch's last tick is out: this key is done
         else:
             _store(state, st)
         for i in range(I):
-            yield (r, i), Msg(("part", s, C, out[i]))
+            yield (r, i), Msg(("part", s, C, out[i], prev if i == 0 else None))
         self._stats.note(key)
 
 
@@ -519,9 +525,11 @@ class _RingFn(_StageFn):
         item = _open(item)
         r, i = key
         job, cfg, e = self.job, self.job.cfg, self.epoch
-        st = _load(state) or {"ring": None, "svt": None, "have": {}, "next": None, "C": None}
-        _, s, C, entries = item
+        st = _load(state) or {"ring": None, "svt": None, "have": {}, "next": None, "C": None, "prev": None}
+        _, s, C, entries, prev = item
         st["C"] = C
+        if prev is not None:  # ring 0 of epoch e > 0: the closed epochs' coresets, for EpochClose[e]
+            st["prev"] = prev
         for t, part, p in entries:
             st["have"][t] = st["have"].get(t, 0) + 1
             if st["next"] is None:
@@ -591,7 +599,7 @@ class _RingFn(_StageFn):
         if recs:
             yield RELEASE_KEY, Msg(("ring", r, e, i, recs))
         if closing is not None:
-            yield beam.pvalue.TaggedOutput("close", (r, Msg(("ring", i) + closing)))
+            yield beam.pvalue.TaggedOutput("close", (r, Msg(("ring", i) + closing + (st["prev"] if i == 0 else None,))))
         self._stats.note(key, floats=floats,
                          points=ring.block.n if ring is not None and not done else 0)
 
@@ -612,11 +620,10 @@ class _EpochCloseFn(_StageFn):
         item = _open(item)
         job, cfg, e = self.job, self.job.cfg, self.epoch
         st = _load(state) or {"sets": {}, "t": None, "candidates": None, "prev": [] if e == 0 else None}
-        if item[0] == "ring":
-            _, i, t, S, cand = item
-            st["sets"][i], st["t"], st["candidates"] = S, t, cand
-        else:  # ("prev", coresets of the epochs before e)
-            st["prev"] = item[1]
+        _, i, t, S, cand, prev = item  # ring i's released set at the adoption tick t (ring 0: + the
+        st["sets"][i], st["t"], st["candidates"] = S, t, cand  # coresets of the epochs before e)
+        if prev is not None:
+            st["prev"] = prev
         if len(st["sets"]) < job.n_rings or st["prev"] is None:
             _store(state, st)
             self._stats.note(r)
@@ -628,25 +635,29 @@ class _EpochCloseFn(_StageFn):
         pts, w = epochs.release_sample(cfg, ctx.noise, WeightedSet.concat(coresets, cfg.dim), e + 1, t, job.z)
         centers = epochs.release_centers(cfg, ctx.noise, pts, w, e + 1, t)
         F = np.vstack([st["candidates"], epochs.ring_centers(cfg, ctx.noise, pts, w, centers, e + 1, t)])
-        msg = Msg(("centers", F))
+        # the next epoch's ring centers to every shard; the coresets so far ride with shard 0's copy
+        # (AssignRings[e+1] shard 0 → RingMergeReduce[e+1] ring 0 → EpochClose[e+1]): a direct edge
+        # EpochClose[e] → EpochClose[e+1] would double, copy after copy, the (empty) bundles the
+        # BundleBasedDirectRunner runs for every upstream bundle (measured: 544 per key-stage of
+        # copy 4 at T = 8, 12,770 bundles in all)
+        msg = Msg(("centers", F, None))
         for s in range(job.n_shards):
-            yield beam.pvalue.TaggedOutput("centers", ((r, s), msg))
-        yield r, Msg(("prev", coresets))
+            yield (r, s), (Msg(("centers", F, coresets)) if s == 0 else msg)
         self._stats.note(r)
 
 
 class EpochStages(beam.PTransform):
     """The copy of the per-epoch stages for epoch index e: ``AssignRings`` → ``RingMergeReduce`` →
-    ``EpochClose``. Input: (routed ticks of epoch e, ring centers from copy e − 1 or None, previous
-    epochs' coresets or None); output: (ring records for ReleaseCoreset, centers for copy e + 1,
-    coresets for copy e + 1)."""
+    ``EpochClose``. Input: (routed ticks of epoch e, ring centers — with the closed epochs'
+    coresets for shard 0 — from copy e − 1 or None); output: (ring records for ReleaseCoreset,
+    centers and coresets for copy e + 1, or None for the last copy)."""
 
     def __init__(self, job: _Job, epoch: int, label: Optional[str] = None):
         super().__init__(label)
         self.job, self.epoch = job, int(epoch)
 
     def expand(self, pcolls):
-        ticks, centers, prev = pcolls["ticks"], pcolls.get("centers"), pcolls.get("prev")
+        ticks, centers = pcolls["ticks"], pcolls.get("centers")
         e = self.epoch
         ins = (ticks,) if centers is None else (ticks, centers)
         routed = ins | "AssignInputs" >> beam.Flatten().with_output_types(PairKeyed)
@@ -655,12 +666,11 @@ class EpochStages(beam.PTransform):
         rings = (parts | "RingMergeReduce" >> beam.ParDo(_RingFn(self.job, e, f"RingMergeReduce[{e}]"))
                  .with_input_types(PairKeyed).with_outputs("close", main="release"))
         if e + 1 >= self.job.n_epochs:  # the last epoch index: no adoption (rules.max_epochs)
-            return rings.release, None, None
-        close_in = (rings.close,) if prev is None else (rings.close, prev)
-        close_in = close_in | "CloseInputs" >> beam.Flatten().with_output_types(IntKeyed)
-        closed = (close_in | "EpochClose" >> beam.ParDo(_EpochCloseFn(self.job, e, f"EpochClose[{e}]"))
-                  .with_input_types(IntKeyed).with_outputs("centers", main="prev"))
-        return rings.release, closed.centers, closed.prev
+            return rings.release, None
+        closed = ((rings.close,) | "CloseInputs" >> beam.Flatten().with_output_types(IntKeyed)  # typed: a deterministic key coder
+                  | "EpochClose" >> beam.ParDo(_EpochCloseFn(self.job, e, f"EpochClose[{e}]"))
+                  .with_input_types(IntKeyed).with_output_types(PairKeyed))
+        return rings.release, closed
 
 
 # --------------------------------------------------------------------------- ReleaseCoreset
@@ -844,17 +854,34 @@ class _ClusterFn(_StageFn):
         self._stats.note(("tick", rec.global_tick))
 
 
+class _SpreadTicksFn(beam.DoFn):
+    """A pass-through keyed by global tick, so a runner spreads the ticks' clustering over its
+    workers (it breaks fusion with the single-key ReleaseCoreset as a Reshuffle would). Not a
+    Reshuffle: its GroupByKey drops records that arrive behind the watermark, and the
+    BundleBasedDirectRunner (streaming, TestStream), which keeps no watermark holds for pending
+    timers, delivers the ticks released after the input's end exactly so (measured: a TestStream
+    run lost its last 3 of 8 releases). A stateful DoFn drops nothing; the state is declared, never
+    written (a stateful ParDo is what makes the runner shuffle by key)."""
+    KEYED = userstate.ReadModifyWriteStateSpec("dpstream_spread_keyed", BytesCoder())
+
+    def process(self, element, keyed=beam.DoFn.StateParam(KEYED)):
+        yield element[1]
+
+
 class ClusterCoreset(beam.PTransform):
     """Released coresets → release dicts (:meth:`dpstream.release.Release.to_dict`), timestamped at
-    their tick's public close time. Stateless; a Reshuffle first, so a runner spreads the ticks."""
+    their tick's public close time. Stateless; first a pass-through keyed by global tick
+    (:class:`_SpreadTicksFn`), so a runner spreads the ticks."""
 
-    def __init__(self, job: _Job, reshuffle: bool = True, label: Optional[str] = None):
+    def __init__(self, job: _Job, spread: bool = True, label: Optional[str] = None):
         super().__init__(label)
-        self.job, self.reshuffle = job, reshuffle
+        self.job, self.spread = job, spread
 
     def expand(self, pcoll):
-        if self.reshuffle:
-            pcoll = pcoll | "SpreadTicks" >> beam.Reshuffle()
+        if self.spread:
+            pcoll = (pcoll | "KeyByTick" >> beam.Map(lambda rec: (int(rec.global_tick), rec))
+                     .with_output_types(Tuple[int, Any])
+                     | "SpreadTicks" >> beam.ParDo(_SpreadTicksFn()).with_input_types(Tuple[int, Any]))
         return pcoll | "Cluster" >> beam.ParDo(_ClusterFn(self.job))
 
 
@@ -902,12 +929,12 @@ def apply_stages(job: _Job, ticks, updates=None):
     plans, release_plans = counts | "EpochPlan" >> EpochPlan(job, from_registry=updates is not None)
     routed = (points, plans) | "RouteByEpoch" >> RouteByEpoch(job)
     ring_out = [release_plans]
-    centers = prev = None
+    centers = None
     for e in range(job.n_epochs):
         ins = {"ticks": routed[e]}
         if centers is not None:
-            ins.update(centers=centers, prev=prev)
-        rel, centers, prev = ins | f"Epoch{e}" >> EpochStages(job, e)
+            ins["centers"] = centers
+        rel, centers = ins | f"Epoch{e}" >> EpochStages(job, e)
         ring_out.append(rel)
     records = tuple(ring_out) | "ReleaseCoreset" >> ReleaseCoreset(job)
     return records | "ClusterCoreset" >> ClusterCoreset(job)
