@@ -7,19 +7,17 @@ a bundle of every downstream stage for each upstream bundle), and 177 of its 210
 builds an ``inspect.signature`` of each method. A Pub/Sub run spent so long on it that the reader
 fell behind (26 of 2,112 published records read in 20 s).
 
-:func:`install` memoises the result where it cannot depend on the instance: per class for the
-job's own DoFns (modules ``transforms.*`` / ``pipelines.*``; their state and timer specs are class
-attributes named in method defaults), and, for Beam's ``Map``/``FlatMap`` wrapper, the empty answer
-when the wrapped plain function has no DoFn parameter among its defaults. Anything else goes to
+:func:`install` memoises the result where it cannot depend on the instance: per class when the
+class has no ``_inspect_<method>`` hook (Beam's way to give an instance its own argument spec) and
+the instance holds no callable attribute (the specs are then read from the class's methods'
+defaults), and, for Beam's ``Map``/``FlatMap`` wrapper, the empty answer when the wrapped plain
+function has no DoFn parameter among its defaults. Anything else goes to
 Beam's function. The result is the same sets Beam computes; only the time changes. The FnApiRunner
 (batch) introspects once per stage and is unaffected. Idempotent.
 """
 from __future__ import annotations
 
 import inspect
-import types
-
-_OURS = ("transforms.", "pipelines.")
 
 
 def install() -> None:
@@ -29,7 +27,7 @@ def install() -> None:
     if getattr(userstate, "_dpstream_spec_cache", False):
         return
     original = userstate.get_dofn_specs
-    cache = {}
+    cache, cache_ok = {}, {}
 
     def get_dofn_specs(dofn):
         cls = type(dofn)
@@ -40,8 +38,10 @@ def install() -> None:
                 if not any(isinstance(d, core._DoFnParam) for d in defaults):
                     return set(), set()
             return original(dofn)
-        if cls.__module__.startswith(_OURS) and not any(isinstance(v, types.MethodType)
-                                                         for v in vars(dofn).values()):
+        cacheable = cache_ok.get(cls)
+        if cacheable is None:  # specs from class methods only: no per-instance argspec hook
+            cacheable = cache_ok[cls] = not any(n.startswith("_inspect_") for n in dir(cls))
+        if cacheable and not any(callable(v) for v in vars(dofn).values()):
             hit = cache.get(cls)
             if hit is None:
                 hit = cache[cls] = original(dofn)
