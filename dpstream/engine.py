@@ -156,7 +156,8 @@ class Engine:
                 return False
             if self.cfg.ring_centers != "bicriteria+released" and not grown:
                 return False
-            return count - self._epoch_count0 >= max(self.cfg.epoch_blocks * self.block_size, self._epoch_count0)
+            blocks = self.cfg.first_epoch_blocks if self.epoch == 0 else self.cfg.epoch_blocks
+            return count - self._epoch_count0 >= max(blocks * self.block_size, self._epoch_count0)
         if not grown:
             return False
         if sched == "every":
