@@ -42,6 +42,10 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--seeds-for", default="", help="per-data-set seed counts, e.g. blobs_1e6=3,pixels=3")
     ap.add_argument("--kmedian-datasets", default=None, help="data sets of the k-median methods (default: "
                     "blobs_1e5, china, emb256, blobs_1e5_inorder; 'none' to skip)")
+    ap.add_argument("--kmedian-eps", default="0.5,1,4", help="ε of the k-median methods, within --eps "
+                    "(default 0.5,1,4; 'all' = every ε of --eps)")
+    ap.add_argument("--inorder-ablation-eps", default="1", help="ε of the ablations on in-order variants, within "
+                    "--eps (default 1; 'all' = every ε of --eps)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes for independent runs (default 1; "
                     "results are identical, clocks then run concurrently)")
     ap.add_argument("--run-timeout", type=float, default=900.0, help="wall seconds of one run before it is stopped "
@@ -82,7 +86,11 @@ def selection(args):
         kmed = [] if args.kmedian_datasets == "none" else parse_list(args.kmedian_datasets)
     seeds = args.seeds or (QUICK["seeds"] if q else 5)
     over = {k: int(v) for k, v in (p.split("=") for p in parse_list(args.seeds_for))}
-    return dsets, eps, methods, kmed, (lambda d: over.get(d, seeds)), seeds, over
+    only = {}
+    for name in ("kmedian_eps", "inorder_ablation_eps"):
+        v = getattr(args, name)
+        only[name] = None if v == "all" else {eps_key(parse_eps(e)) for e in parse_list(v)}
+    return dsets, eps, methods, kmed, only, (lambda d: over.get(d, seeds)), seeds, over
 
 
 def write_all(out, info, records, plots=True):
@@ -126,8 +134,8 @@ def main(argv=None) -> int:
         log(f"rebuilt {out}/results.md and the plots from {jpath}")
         return 0
 
-    dsets, eps, methods, kmed, seeds_for, seeds, over = selection(args)
-    tasks = plan(dsets, methods, eps, seeds_for, kmed)
+    dsets, eps, methods, kmed, only, seeds_for, seeds, over = selection(args)
+    tasks = plan(dsets, methods, eps, seeds_for, kmed, **only)
     notes = list(args.note)
     if over:
         notes.append("Seeds per data set: " + ", ".join(f"{k}: {v}" for k, v in over.items()) + f" (others: {seeds}).")

@@ -22,11 +22,15 @@ from .tasks import PREFIX_REF, PREPARE, Task, base_record, run_task
 TIMING_FIELDS = ("fit_time", "cpu_time", "wall", "run_wall", "pid", "loadavg")
 
 
+ABLATIONS = ("dpstream_snap", "dpstream_vanilla")
+
+
 def plan(dsets: Iterable[str], methods: List[str], eps_list, seeds_for: Callable[[str], int],
-         kmedian_sets: Iterable[str] = ()) -> List[Task]:
+         kmedian_sets: Iterable[str] = (), kmedian_eps=None, inorder_ablation_eps=None) -> List[Task]:
     """Tasks, data set by data set (each in-order variant after its shuffled set, which holds the
     references: the same points, so the same reference cost; offline peers are order-invariant and are
-    run on the shuffled set only)."""
+    run on the shuffled set only). ``kmedian_eps`` / ``inorder_ablation_eps``: the ε keys at which the
+    k-median methods / the ablations on in-order variants run (None: every ε of ``eps_list``)."""
     dsets, kmedian_sets = list(dsets), set(kmedian_sets)
     order = {b: i for i, b in enumerate(dict.fromkeys(datasets.split_name(d)[0] for d in dsets))}
     dsets = sorted(dsets, key=lambda d: (order[datasets.split_name(d)[0]], datasets.split_name(d)[1]))
@@ -47,6 +51,10 @@ def plan(dsets: Iterable[str], methods: List[str], eps_list, seeds_for: Callable
                 continue
             cells = ([eps_key(e) for e in eps_list if not (p.finite_eps_only and math.isinf(e))]
                      if p.eps_dependent else ["-"])
+            only = (kmedian_eps if p.objective == "kmedian" else
+                    inorder_ablation_eps if (inorder and m in ABLATIONS) else None)
+            if only is not None and p.eps_dependent:
+                cells = [e for e in cells if e in only]
             for e in cells:
                 for s in (range(seeds_for(d)) if p.seeded else [0]):
                     out.append(Task(d, m, e, s, reference=p.reference and s == 0))
@@ -143,7 +151,7 @@ def load_results(path: str) -> dict:
 
 
 def dump_results(path: str, info: dict, records: List[dict], summary: dict) -> None:
-    tmp = path + ".tmp"
+    tmp = path[:-5] + ".tmp.json" if path.endswith(".json") else path + ".tmp"  # git-ignored like the JSON
     with open(tmp, "w", encoding="utf-8") as fh:
         json.dump(dict(run=info, summary=rounded(summary), records=rounded(sort_records(records))), fh,
                   separators=(",", ":"), default=json_default)
