@@ -40,9 +40,10 @@ def normalise(x: np.ndarray, part: np.ndarray, centers: np.ndarray, radii: np.nd
     return y
 
 
-def quantise(y: np.ndarray, grid: float) -> np.ndarray:
+def quantise(y: np.ndarray, grid: float, overwrite: bool = False) -> np.ndarray:
     # the cast truncates toward zero, which keeps |q_j| ≤ |y_j|·grid: the ℓ1/ℓ2 bounds of y carry over
-    return (y * grid).astype(np.int64)
+    scaled = np.multiply(y, grid, out=y if overwrite else None)
+    return scaled.astype(np.int64)
 
 
 class RawBlock:
@@ -146,7 +147,8 @@ class LeafSketch:
         if self.depth:
             bits = (y @ self.V.T >= 0).astype(np.int64)
             key = key | (bits << np.arange(self.depth - 1, -1, -1, dtype=np.int64)).sum(axis=1)
-        q = quantise(y, self.grid) if self.with_sums else np.zeros((len(y), 0), dtype=np.int64)
+        # y is ours (normalise made it): quantise in place
+        q = quantise(y, self.grid, overwrite=True) if self.with_sums else np.zeros((len(y), 0), dtype=np.int64)
         return key, q
 
     def add(self, x: np.ndarray, part: np.ndarray) -> None:

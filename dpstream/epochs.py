@@ -44,7 +44,8 @@ def adopt_now(cfg: EngineConfig, t: int, grown: bool, count: Optional[float], co
             return False
         if cfg.ring_centers != "bicriteria+released" and not grown:
             return False
-        return count - count0 >= max(cfg.epoch_blocks * block_size, count0)
+        blocks = cfg.first_epoch_blocks if epoch == 0 else cfg.epoch_blocks  # the first epoch: its own rule
+        return count - count0 >= max(blocks * block_size, count0)
     if not grown:
         return False
     if sched == "every":

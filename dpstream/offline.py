@@ -117,27 +117,59 @@ def weighted_kmeans(points, weights, k, rng, iters: int = 100, n_init: int = 3, 
     return best
 
 
-def weighted_kmedian(points, weights, k, rng, iters: int = 20, n_init: int = 3, init=None):
-    """Best of ``n_init`` runs of D¹ seeding (or one run from ``init``) + weighted Lloyd with
-    Weiszfeld medians."""
+def _weiszfeld_step(points, weights, lab, C):
+    """One Weiszfeld step for every cluster at once, with the Vardi–Zhang correction at a data point:
+    a median sitting on points of weight η moves only if the pull r of the others beats it."""
+    k = C.shape[0]
+    diff = points - C[lab]
+    d = np.linalg.norm(diff, axis=1)
+    at = d <= 1e-12 * (1.0 + np.linalg.norm(C[lab], axis=1))
+    inv = np.where(at, 0.0, weights / np.where(at, 1.0, d))
+    den = np.bincount(lab, weights=inv, minlength=k)
+    num = np.zeros_like(C)
+    np.add.at(num, lab, inv[:, None] * points)
+    pull = np.zeros_like(C)
+    np.add.at(pull, lab, inv[:, None] * diff)
+    eta = np.bincount(lab, weights=np.where(at, weights, 0.0), minlength=k)
+    ok = den > 0
+    T = np.where(ok[:, None], num / np.where(ok, den, 1.0)[:, None], C)
+    r = np.linalg.norm(pull, axis=1)
+    lam = np.where(eta > 0, np.minimum(1.0, eta / np.where(r > 0, r, 1.0)), 0.0)
+    lam = np.where((eta > 0) & (r <= 0), 1.0, lam)
+    return (1 - lam)[:, None] * T + lam[:, None] * C
+
+
+def _lloyd_median(points, weights, C, iters: int, tol: float, inner: int = 8):
+    """Weighted Lloyd for k-median: assign, then Weiszfeld steps for every cluster at once until the
+    medians stop moving. Returns (centers, Σ w·distance)."""
+    scale = float(np.abs(points).max()) or 1.0
+    prev = np.inf
+    for _ in range(iters):
+        lab, dist = nearest_center(points, C)
+        cur = float(weights @ dist)
+        if prev - cur <= tol * max(cur, 1e-300):
+            break
+        prev = cur
+        for _ in range(inner):
+            newC = _weiszfeld_step(points, weights, lab, C)
+            moved = float(np.abs(newC - C).max())
+            C = newC
+            if moved <= 1e-10 * scale:
+                break
+    _, dist = nearest_center(points, C)
+    return C, float(weights @ dist)
+
+
+def weighted_kmedian(points, weights, k, rng, iters: int = 15, n_init: int = 3, init=None):
+    """Best of ``n_init`` runs of D¹ seeding (or one run from ``init``) + weighted Lloyd with Weiszfeld
+    median steps, all clusters updated together."""
     from .coresets import kmeanspp
 
+    points = np.ascontiguousarray(points, dtype=float)
     best, best_cost = None, np.inf
     for _ in range(max(1, n_init)):
-        C = np.array(init, dtype=float) if init is not None else points[kmeanspp(points, weights, k, rng, z=1)]
-        for _ in range(iters):
-            lab, _ = nearest_center(points, C)
-            newC = C.copy()
-            for j in range(C.shape[0]):  # loop over k centers, not points
-                m = lab == j
-                wm = weights[m]
-                if wm.sum() > 0:
-                    mean = (wm[:, None] * points[m]).sum(axis=0) / wm.sum()
-                    newC[j] = weiszfeld(points[m], wm, mean)
-            if np.allclose(newC, C, rtol=0, atol=1e-12):
-                break
-            C = newC
-        c = cost(points, C, weights, z=1)
+        C0 = np.array(init, dtype=float) if init is not None else points[kmeanspp(points, weights, k, rng, z=1)]
+        C, c = _lloyd_median(points, weights, _pad(C0, k, points[0]), iters, 1e-7)
         if c < best_cost:
             best, best_cost = C, c
     return best

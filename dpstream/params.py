@@ -58,8 +58,10 @@ class EngineConfig:
 
     Merge-reduce (Alg. 4/5): n_rings (I+1; the ring base r_0 = 2Λ/2^(I)),
     block_size (M; None = the public rule of :mod:`dpstream.rules`, block_leaves·k
-    leaves of A's keep threshold), epoch_schedule ("horizon": epochs start at ticks
-    1, 2, 4, … ≤ T/2; "doubling"; "every"), coreset_size (s_B of black box B).
+    leaves of A's keep threshold), epoch_schedule ("horizon": a new epoch at tick t
+    with 2t ≤ T once the epoch's DP count has doubled and reached epoch_blocks·M —
+    first_epoch_blocks·M for the first (None = rule); "doubling"; "every"),
+    coreset_size (s_B of black box B).
 
     Black box A: semicoreset ("tree" | "lloyd" | "snap"), tree_depth (None = rule),
     tree_keep_factor, tree_branch_factor, lloyd_iters, count_share (the part
@@ -101,6 +103,7 @@ class EngineConfig:
     block_size: Optional[int] = None
     block_leaves: float = 2.0
     epoch_blocks: float = 0.25
+    first_epoch_blocks: Optional[float] = None
     ring_center_factor: float = 1.0
     epoch_schedule: str = "horizon"
     coreset_size: Optional[int] = None
@@ -159,6 +162,12 @@ class EngineConfig:
         if self.tree_depth is None:
             object.__setattr__(self, "tree_depth", rules.tree_depth(self.n_clusters, self.dim))
             auto.add("tree_depth")
+        if self.first_epoch_blocks is None:
+            object.__setattr__(self, "first_epoch_blocks", rules.first_epoch_blocks(self.n_clusters, self.dim))
+            auto.add("first_epoch_blocks")
+        _check(_is_num(self.first_epoch_blocks) and math.isfinite(self.first_epoch_blocks)
+               and self.first_epoch_blocks > 0, f"first_epoch_blocks must be a finite number > 0, got "
+                                               f"{self.first_epoch_blocks!r}")
         if self.count_share is None:
             object.__setattr__(self, "count_share", rules.count_share(self.n_clusters, self.dim, self.semicoreset)
                                if self.semicoreset != "snap" else 1.0)

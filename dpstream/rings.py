@@ -53,8 +53,9 @@ def clip_to_ball(x: np.ndarray, center: np.ndarray, radius: float):
 
     One pass computes every row's squared distance; rows whose square overflows (huge or
     infinite coordinates) take a slower path that scales by the largest coordinate first."""
+    zero = not np.any(center)
     with np.errstate(over="ignore", invalid="ignore"):
-        y = x - center
+        y = np.array(x, dtype=float) if zero else x - center  # a copy either way: the input is the caller's
         sq = np.einsum("ij,ij->i", y, y) if y.size else np.zeros(len(y))
     odd = ~(sq < 1e300)  # overflow, inf or nan from inf − inf
     if odd.any():
@@ -71,5 +72,6 @@ def clip_to_ball(x: np.ndarray, center: np.ndarray, radius: float):
     over = sq > radius * radius
     if over.any():
         y[over] *= (radius / np.sqrt(sq[over]) * (1 - 1e-12))[:, None]
-    y += center
+    if not zero:
+        y += center
     return y, int(over.sum() + odd.sum())

@@ -25,7 +25,21 @@ def tree_depth(k: int, d: int) -> int:
     noisy count per record and doubles the leaf sketch."""
     if d <= 4:  # D central hyperplanes in R^d cut only O(D^(d-1)) cones: depth buys slivers
         return 6
-    return 12 if d <= 16 else 6
+    if d <= 16:
+        return 12
+    # in high dimension random hyperplanes separate clusters by direction (their means are nearly
+    # orthogonal): the first epoch's single part needs ~log2(k) levels plus a margin (measured on
+    # gmm100, k = 64: D = 6 → 5.8, D = 9 → 4.1, D = 11 → 3.5; at k = 10, D = 6–9 are within noise)
+    return max(6, math.ceil(math.log2(max(k, 2))) + 3)
+
+
+def first_epoch_blocks(k: int, d: int) -> float:
+    """How many blocks (of M points) the first epoch's DP count must reach before the first epoch
+    change. Its rings are the ball's alone, so it must resolve the clusters by itself: in high
+    dimension a whole block lets the tree branch log2(k) levels (M = k·θ_branch), which the deep
+    tree above needs; in low dimension, where the first epoch's cones separate clusters badly,
+    short epochs (a quarter block) — more Lloyd-like re-centerings early — measured better."""
+    return 1.0 if d > 16 else 0.25
 
 
 def count_share(k: int, d: int, semicoreset: str) -> float:

@@ -1,0 +1,148 @@
+"""Benchmark data sets: a registry of generators, each with its PUBLIC radius rule.
+
+Every data set comes with a ball B(center, Λ) for dpstream and a per-coordinate box for diffprivlib,
+both derived from public knowledge of how the data is generated or encoded (generator parameters,
+pixel ranges, unit-norm embeddings) — never from the data. The rule is written into the results.
+
+A generator is a zero-argument function returning a :class:`Raw` (points in generator order, their
+labels); :func:`register` adds it under its name. :func:`load` gives the stream: ``name`` is the points
+in a fixed random order (``numpy.random.default_rng(0).permutation``); ``name_inorder`` the same points
+sorted by cluster label (stable), the clusters arriving one after another — for a data set without
+labels (china) its natural order (raster order of the image). The data and both orders are the same for
+every benchmark seed: seeds vary only the methods' randomness.
+"""
+from __future__ import annotations
+
+import hashlib
+import math
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Tuple
+
+import numpy as np
+
+INORDER = "_inorder"
+
+
+@dataclass
+class Raw:
+    """A generator's output (generator order) and its public rule."""
+    X: np.ndarray
+    y: Optional[np.ndarray]
+    k: int
+    tick: int
+    radius: float
+    center: np.ndarray
+    bounds: Tuple[np.ndarray, np.ndarray]
+    rule: str
+    meta: Dict = field(default_factory=dict)
+
+
+@dataclass
+class Spec:
+    name: str
+    family: str
+    make: Callable[[], Raw]
+    held_out: bool = False  # never run while the engine was tuned (see the README)
+    grid: bool = True  # in the default grid (with its in-order variant)
+    kmedian: bool = False  # in the default k-median set
+    about: str = ""
+
+
+@dataclass
+class Dataset:
+    name: str
+    base: str
+    order: str  # "shuffled" | "inorder" (sorted by label) | "natural" (no labels: the source's order)
+    X: np.ndarray
+    y: Optional[np.ndarray]
+    k: int
+    tick: int
+    radius: float
+    center: np.ndarray
+    bounds: Tuple[np.ndarray, np.ndarray]
+    rule: str
+    family: str
+    held_out: bool
+    meta: Dict = field(default_factory=dict)
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[0]
+
+    @property
+    def d(self) -> int:
+        return self.X.shape[1]
+
+    @property
+    def T(self) -> int:
+        return math.ceil(self.n / self.tick)
+
+
+REGISTRY: Dict[str, Spec] = {}
+
+
+def register(name: str, family: str, *, held_out=False, grid=True, kmedian=False, about=""):
+    def deco(fn):
+        REGISTRY[name] = Spec(name, family, fn, held_out, grid, kmedian, about or (fn.__doc__ or "").strip())
+        return fn
+    return deco
+
+
+def split_name(name: str) -> Tuple[str, bool]:
+    return (name[:-len(INORDER)], True) if name.endswith(INORDER) else (name, False)
+
+
+def spec(name: str) -> Spec:
+    base, _ = split_name(name)
+    if base not in REGISTRY:
+        raise KeyError(f"unknown dataset {name!r}; choose from {all_names()}")
+    return REGISTRY[base]
+
+
+def all_names() -> List[str]:
+    return [n for s in REGISTRY for n in (s, s + INORDER)]
+
+
+def default_grid() -> List[str]:
+    return [n for s in REGISTRY.values() if s.grid for n in (s.name, s.name + INORDER)]
+
+
+def default_kmedian() -> List[str]:
+    out = [s.name for s in REGISTRY.values() if s.kmedian]
+    return out + [out[0] + INORDER] if out else out
+
+
+def is_held_out(name: str) -> bool:
+    return spec(name).held_out
+
+
+_CACHE: Dict[str, Raw] = {}
+
+
+def raw(base: str) -> Raw:
+    """The generator's output, cached for the last base data set only (a worker streams one at a time)."""
+    if base not in _CACHE:
+        _CACHE.clear()
+        _CACHE[base] = REGISTRY[base].make()
+    return _CACHE[base]
+
+
+def load(name: str) -> Dataset:
+    from .order import stream_order
+
+    s = spec(name)
+    r = raw(s.name)
+    _, inorder = split_name(name)
+    perm, order = stream_order(r.X.shape[0], r.y, inorder)
+    return Dataset(name, s.name, order, r.X[perm], None if r.y is None else r.y[perm], r.k, r.tick,
+                   float(r.radius), np.asarray(r.center, dtype=float), r.bounds, r.rule, s.family, s.held_out,
+                   dict(r.meta))
+
+
+def fingerprint(X: np.ndarray) -> str:
+    """sha256 of the points (float64, C order), first 12 hex digits: the same data across runs."""
+    return hashlib.sha256(np.ascontiguousarray(X, dtype=np.float64).tobytes()).hexdigest()[:12]
+
+
+# the generators register themselves, in report order
+from . import blobs, gmm100, digits, china, embeddings, skewed, aniso, pixels  # noqa: E402,F401

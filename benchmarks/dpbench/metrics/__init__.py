@@ -1,0 +1,1 @@
+"""Metrics: cost (k-means and k-median), checkpoints (prefix releases), state (floats), throughput."""
