@@ -179,7 +179,7 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         if arr.ndim != 2:
             raise ValueError(f"X must be 2-D (n_points, n_features), got shape {arr.shape}; "
                              f"use X.reshape(1, -1) for one point")
-        arr = arr.astype(float)
+        arr = np.asarray(arr, dtype=float)  # no copy of a float64 input: the engine copies when it clips
         if hasattr(self, "n_features_in_") and arr.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {arr.shape[1]} features but this clusterer was fitted with "
                              f"{self.n_features_in_}")
@@ -187,7 +187,9 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
             raise ValueError("X must have at least one feature")
         if self.center is not None and arr.shape[1] != len(np.atleast_1d(self.center)):
             raise ValueError(f"X has {arr.shape[1]} features but center has {len(np.atleast_1d(self.center))}")
-        if not np.all(np.isfinite(arr)):
+        # one reduction instead of an n×d mask: NaN and ±inf propagate into the sum; only a sum that
+        # overflowed (huge finite rows) or is non-finite takes the row-wise check
+        if not np.isfinite(arr.sum()) and not np.all(np.isfinite(arr)):
             bad = int((~np.isfinite(arr)).any(axis=1).sum())
             raise ValueError(f"X contains NaN or infinite values in {bad} row(s); drop or dead-letter them first")
         if not allow_empty and arr.shape[0] == 0:

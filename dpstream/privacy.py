@@ -127,12 +127,21 @@ def calibrate_gaussian_with_pure(epsilon: float, delta: float, eps_pure: float) 
             p = p.compose(pure_pld(eps_pure, pld_discretisation(epsilon)))
         return p.get_epsilon_for_delta(delta)
 
-    lo, hi = 1e-3, 1.0
+    # bracket by the analytic Gaussian: alone at (ε, δ) it needs at least lo (composing with a pure
+    # mechanism only adds loss, and the pessimistic PLD only overstates it); at (ε − eps_pure, δ) basic
+    # composition already suffices, up to the PLD's discretisation, which the widening loop absorbs.
+    # A tight bracket halves the PLD evaluations (the plan is built on every engine start)
+    try:
+        lo = dp_accounting.get_sigma_gaussian(epsilon, delta) * (1 - 1e-3)
+        hi = dp_accounting.get_sigma_gaussian(max(epsilon - eps_pure, epsilon * 1e-3), delta)
+    except (ValueError, ArithmeticError):
+        lo, hi = 1e-3, 1.0
+    lo, hi = max(lo, 1e-9), max(hi, lo * (1 + 1e-3))
     while eps_of(hi) > budget:
-        lo, hi = hi, hi * 2
+        lo, hi = hi, hi * 1.25
         if hi > 1e9:
             raise ValueError("cannot calibrate the Gaussian noise: epsilon too small for this delta")
-    for _ in range(50):
+    for _ in range(60):
         mid = math.sqrt(lo * hi)
         if eps_of(mid) > budget:
             lo = mid

@@ -169,6 +169,19 @@ def test_clipping_counts_go_to_n_clipped_only():
     assert inside.n_clipped_ == 0
 
 
+def test_the_callers_array_is_never_changed():
+    # float64 input is read without a copy (the engine copies when it clips): nothing may write into it
+    X = np.r_[_X(1000), [[100.0, 0.0], [0.0, -1e6]]]
+    before = X.copy()
+    m = make()
+    m.fit(X)
+    assert np.array_equal(X, before)
+    part = make(horizon_ticks=3)
+    for i in range(3):
+        part.partial_fit(X[i * 200:(i + 1) * 200])
+    assert np.array_equal(X, before)
+
+
 def test_clipping_projects_onto_the_boundary():
     x, n = clip_to_ball(np.array([[30.0, 40.0], [1.0, 1.0], [-1e6, 0.0]]), np.zeros(2), 5.0)
     assert n == 2
