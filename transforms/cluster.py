@@ -225,6 +225,7 @@ class _ShardTicksFn(_StageFn):
                 buf=beam.DoFn.StateParam(BUFFER), timer=beam.DoFn.TimerParam(TICK)):
         _, item = element
         item = _open(item)
+        self._stats.note(key)
         sched = self.job.schedule
         m = meta.read()
         if m is None:  # the first element (the start marker or data): arm the first tick
