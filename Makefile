@@ -40,6 +40,7 @@ bench: $(BENCH_STAMP)
 # the Beam job's throughput against the runner's floor and the engine (benchmarks/results/beam.md)
 bench-beam: $(STAMP)
 	$(VENV)/bin/python benchmarks/beam_benchmark.py --out benchmarks/results
+	$(VENV)/bin/python benchmarks/beam_keys.py --out benchmarks/results  # CPU and buffered points per key, scale-out factor (beam_keys.md)
 
 clean:
 	rm -rf out .pytest_cache

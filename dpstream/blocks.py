@@ -83,6 +83,28 @@ class RawBlock:
         self._x, self._p = [x], [p]
         return normalise(x, p, self.centers, self.radii), p
 
+    def partial(self):
+        """What a Beam shard ships of the points it added: ``(x, part, n)`` (DP-Lloyd reads raw points).
+        ``merge`` of the partials of several blocks with the same parts = adding all their points."""
+        x, p = self.raw()
+        return x, p, self.n
+
+    def merge(self, partial) -> None:
+        x, p, _ = partial
+        self.add(x, p)
+
+    def merge_many(self, partials) -> None:
+        for partial in partials:
+            self.merge(partial)
+
+    def partials(self, x: np.ndarray, part: np.ndarray, group: np.ndarray, n_groups: int) -> list:
+        """Raw points split by ``group``: [(x, part, n)] per group (as :meth:`partial` of each)."""
+        x = np.asarray(x, dtype=float).reshape(-1, self.dim)
+        part, group = np.asarray(part, dtype=np.int64), np.asarray(group, dtype=np.int64)
+        order = np.argsort(group, kind="stable")
+        bounds = np.searchsorted(group[order], np.arange(n_groups + 1))
+        return [(x[order[a:b]], part[order[a:b]], int(b - a)) for a, b in zip(bounds[:-1], bounds[1:])]
+
     def state_floats(self) -> int:
         return self.n * (self.dim + 1) + self.radii.size
 
@@ -155,6 +177,64 @@ class LeafSketch:
                 self.sums = np.insert(self.sums, pos[new], q[new], axis=0)
         self._pending, self._n_pending = [], 0
         return self.keys, self.counts, self.sums
+
+    def partial(self):
+        """The sketch as a Beam shard ships it: ``(keys, counts, sums, n)`` of the points it added.
+        Sketches are additive: merging the partials of several sketches with the same parts and
+        directions gives, entry for entry, the sketch of the union of their points (exact integers)."""
+        keys, counts, sums = self.compact()
+        return keys, counts, sums, self.n
+
+    def merge(self, partial) -> None:
+        """Add another sketch's :meth:`partial` (same parts, directions and grid) into this one."""
+        self.merge_many([partial])
+
+    def merge_many(self, partials) -> None:
+        """Add several :meth:`partial` s at once (one aggregation, one fold into the table)."""
+        partials = [p for p in partials if p[3]]
+        if not partials:
+            return
+        width = self.sums.shape[1]
+        if len(partials) == 1:
+            k, c, q, _ = partials[0]
+            batch = (np.asarray(k, dtype=np.int64), np.asarray(c, dtype=np.int64),
+                     np.asarray(q, dtype=np.int64).reshape(len(k), width))
+        else:
+            batch = _aggregate(np.concatenate([p[0] for p in partials]).astype(np.int64),
+                               np.concatenate([p[1] for p in partials]).astype(np.int64),
+                               np.concatenate([np.asarray(p[2], dtype=np.int64).reshape(len(p[0]), width)
+                                               for p in partials]))
+        self._pending.append(batch)
+        self._n_pending += batch[0].size
+        self.n += int(sum(p[3] for p in partials))
+        self.compact()
+
+    def partials(self, x: np.ndarray, part: np.ndarray, group: np.ndarray, n_groups: int) -> list:
+        """The :meth:`partial` of each group of points (``group`` in [0, n_groups)), computed in one
+        pass: entry g equals the partial of a fresh sketch with these parts to which only group g's
+        points were added (what a Beam shard ships per tick). The sketch itself is not changed."""
+        x = np.asarray(x, dtype=float)
+        group = np.asarray(group, dtype=np.int64)
+        width = self.sums.shape[1]
+        n_g = np.bincount(group, minlength=n_groups) if group.size else np.zeros(n_groups, dtype=np.int64)
+        empty = (np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), np.zeros((0, width), dtype=np.int64))
+        if not len(x):
+            return [empty + (0,) for _ in range(n_groups)]
+        key, q = self.entries_of(x, part)
+        shift = self.n_parts.bit_length() + self.depth
+        if shift + max(int(n_groups), 1).bit_length() > 62:  # keys too wide to combine: one group at a time
+            out = []
+            for g in range(n_groups):
+                sel = group == g
+                k, c, qq = _aggregate(key[sel], np.ones(int(sel.sum()), dtype=np.int64), q[sel]) if sel.any() \
+                    else empty
+                out.append((k, c, qq, int(n_g[g])))
+            return out
+        uniq, counts, sums = _aggregate((group << shift) | key, np.ones(key.size, dtype=np.int64), q)
+        bounds = np.searchsorted(uniq >> shift, np.arange(n_groups + 1))
+        mask = (1 << shift) - 1
+        return [(uniq[a:b] & mask, counts[a:b], sums[a:b], int(n_g[g]))
+                for g, (a, b) in enumerate(zip(bounds[:-1], bounds[1:]))]
 
     def state_floats(self) -> int:
         """Entries (key, count, sums) plus the block's directions and part radii."""

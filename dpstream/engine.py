@@ -24,47 +24,17 @@ from typing import List, Optional
 
 import numpy as np
 
+from . import epochs
 from .bicriteria import BicriteriaDPCenters
-from .coresets import sensitivity_sample
 from .counters import BinaryMechanism, HorizonExceeded
 from .merge_reduce import EpochMergeReduce
 from . import rules
 from .noise import NoiseSource
-from .offline import cluster_coreset
 from .params import EngineConfig
 from .privacy import PrivacyPlan
 from .release import Release
-from .rings import assign_parts
+from .rings import assign_parts, clip_to_ball  # noqa: F401 (clip_to_ball: re-exported)
 from .semicoresets import WeightedSet, make_semicoreset
-
-
-def clip_to_ball(x: np.ndarray, center: np.ndarray, radius: float):
-    """Project points outside B(center, Λ) onto its boundary; returns (clipped, number clipped).
-
-    One pass computes every row's squared distance; rows whose square overflows (huge or
-    infinite coordinates) take a slower path that scales by the largest coordinate first."""
-    zero = not np.any(center)
-    with np.errstate(over="ignore", invalid="ignore"):
-        y = np.array(x, dtype=float) if zero else x - center  # a copy either way: the input is the caller's
-        sq = np.einsum("ij,ij->i", y, y) if y.size else np.zeros(len(y))
-    odd = ~(sq < 1e300)  # overflow, inf or nan from inf − inf
-    if odd.any():
-        yo = y[odd]
-        inf_rows = ~np.all(np.isfinite(yo), axis=1)
-        if inf_rows.any():  # x − center overflowed: the infinite coordinates dominate the direction
-            yo[inf_rows] = np.where(np.isinf(yo[inf_rows]), np.sign(yo[inf_rows]), 0.0) * radius * 4
-        big = np.abs(yo).max(axis=1)
-        big = np.where(big > 0, big, 1.0)
-        unit = yo / big[:, None]
-        s = np.linalg.norm(unit, axis=1)  # ‖y‖ / big, in [1, √d]: never overflows
-        y[odd] = unit * (radius / s)[:, None] * (1 - 1e-12)
-        sq[odd] = 0.0
-    over = sq > radius * radius
-    if over.any():
-        y[over] *= (radius / np.sqrt(sq[over]) * (1 - 1e-12))[:, None]
-    if not zero:
-        y += center
-    return y, int(over.sum() + odd.sum())
 
 
 class ExternalCenters:
@@ -145,24 +115,9 @@ class Engine:
 
     def _adopt_now(self, t: int, grown: bool, count: Optional[float]) -> bool:
         """Is tick t an epoch change? A function of public parameters and DP outputs only (review
-        finding 10): ``count`` is this tick's DP count estimate."""
-        sched = self.cfg.epoch_schedule
-        if sched == "horizon":
-            # the epoch's points (DP count) have doubled and fill a block, and the new epoch would
-            # span at least half the run: ≤ log2(n/M) + 1 epochs, the last one the largest. With the
-            # released centers among the ring centers, the flush of the epoch is what renews them;
-            # with the paper's rule only a grown F is worth a new epoch.
-            if 2 * t > self.cfg.horizon_ticks or count is None:
-                return False
-            if self.cfg.ring_centers != "bicriteria+released" and not grown:
-                return False
-            blocks = self.cfg.first_epoch_blocks if self.epoch == 0 else self.cfg.epoch_blocks
-            return count - self._epoch_count0 >= max(blocks * self.block_size, self._epoch_count0)
-        if not grown:
-            return False
-        if sched == "every":
-            return True
-        return t >= max(1, 2 * self.epoch_start)
+        finding 10): ``count`` is this tick's DP count estimate (:func:`dpstream.epochs.adopt_now`)."""
+        return epochs.adopt_now(self.cfg, t, grown, count, self._epoch_count0, self.epoch, self.epoch_start,
+                                self.block_size)
 
     def step(self, points, bicriteria_update=None) -> Release:
         """Advance one tick. ``bicriteria_update`` = (new centers, count estimate) of this tick
@@ -227,12 +182,7 @@ class Engine:
         """The released centers the new epoch's rings use (post-processing of this tick's release):
         its k centers, or a (ring_center_factor·k)-means of its coreset."""
         pts, w, centers = self._refit(t)
-        k_r = int(round(self.cfg.ring_center_factor * self.cfg.n_clusters))
-        if k_r == self.cfg.n_clusters:
-            return centers
-        return cluster_coreset(pts, w, max(1, k_r), self.cfg.objective,
-                               self.noise.generator(("release", self.epoch, t, "ring centers")), self.center,
-                               n_init=self.cfg.n_init)
+        return epochs.ring_centers(self.cfg, self.noise, pts, w, centers, self.epoch, t)
 
     def _close_epoch(self, t: int) -> None:
         S = self.mr.released()
@@ -255,19 +205,9 @@ class Engine:
         version = self._version()
         if version != self._cache_version:
             S = self.coreset()
-            rng = self.noise.generator(("release", self.epoch, t, "B"))
-            pts, w = sensitivity_sample(S.points, S.weights, cfg.s_b, cfg.n_clusters, rng, self.z)
-            w = np.rint(w).astype(np.int64)
-            keep = w > 0
-            pts, w = pts[keep], w[keep]
-            # a fresh k-means++ fit of this coreset alone (no warm start from the previous release:
-            # measured no better, and a stateless fit cannot stay stuck in an earlier epoch's local
-            # optimum and runs in parallel across ticks in the Beam job)
-            centers = cluster_coreset(pts, w, cfg.n_clusters, cfg.objective,
-                                      self.noise.generator(("release", self.epoch, t, "cluster")),
-                                      self.center, n_init=cfg.n_init)
-            # centers inside the public ball (post-processing: A's noisy means can land outside it)
-            centers, _ = clip_to_ball(np.array(centers, dtype=float), self.center, cfg.radius)
+            # B's sample of every epoch's coreset and a fresh k-means++ fit of it (dpstream.epochs)
+            pts, w = epochs.release_sample(cfg, self.noise, S, self.epoch, t, self.z)
+            centers = epochs.release_centers(cfg, self.noise, pts, w, self.epoch, t)
             self._refits += 1
             self._cache = (pts, w, centers)
             self._cache_version = version

@@ -83,6 +83,20 @@ class RingMergeReduce:
         d = self.cfg.dim
         return self.block.state_floats() + sum(len(s) * (d + 1) for s in self.levels if s is not None)
 
+    # -- Beam state: the ring's data without the run's shared objects (config, noise source, A)
+    _SHARED = ("cfg", "noise", "A")
+
+    def state(self) -> dict:
+        """The ring's own data (open block, levels, counters, directions): what a Beam key keeps."""
+        return {k: v for k, v in self.__dict__.items() if k not in self._SHARED}
+
+    @classmethod
+    def from_state(cls, state: dict, cfg: EngineConfig, noise: NoiseSource, A: Semicoreset) -> "RingMergeReduce":
+        ring = cls.__new__(cls)
+        ring.__dict__.update(state)
+        ring.cfg, ring.noise, ring.A = cfg, noise, A
+        return ring
+
 
 def reduce(cfg: EngineConfig, noise: NoiseSource, S: WeightedSet, key, z: int = 2) -> WeightedSet:
     """Black box B on a weighted set of DP outputs (post-processing), to at most s_B points."""

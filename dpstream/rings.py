@@ -46,3 +46,32 @@ def assign_parts(x: np.ndarray, centers: np.ndarray, ring_base: float, n_rings: 
     """(ring, nearest-center) of every point."""
     f, dist = nearest_center(x, centers)
     return ring_of(dist, ring_base, n_rings, ratio), f
+
+
+def clip_to_ball(x: np.ndarray, center: np.ndarray, radius: float):
+    """Project points outside B(center, Λ) onto its boundary; returns (clipped, number clipped).
+
+    One pass computes every row's squared distance; rows whose square overflows (huge or
+    infinite coordinates) take a slower path that scales by the largest coordinate first."""
+    zero = not np.any(center)
+    with np.errstate(over="ignore", invalid="ignore"):
+        y = np.array(x, dtype=float) if zero else x - center  # a copy either way: the input is the caller's
+        sq = np.einsum("ij,ij->i", y, y) if y.size else np.zeros(len(y))
+    odd = ~(sq < 1e300)  # overflow, inf or nan from inf − inf
+    if odd.any():
+        yo = y[odd]
+        inf_rows = ~np.all(np.isfinite(yo), axis=1)
+        if inf_rows.any():  # x − center overflowed: the infinite coordinates dominate the direction
+            yo[inf_rows] = np.where(np.isinf(yo[inf_rows]), np.sign(yo[inf_rows]), 0.0) * radius * 4
+        big = np.abs(yo).max(axis=1)
+        big = np.where(big > 0, big, 1.0)
+        unit = yo / big[:, None]
+        s = np.linalg.norm(unit, axis=1)  # ‖y‖ / big, in [1, √d]: never overflows
+        y[odd] = unit * (radius / s)[:, None] * (1 - 1e-12)
+        sq[odd] = 0.0
+    over = sq > radius * radius
+    if over.any():
+        y[over] *= (radius / np.sqrt(sq[over]) * (1 - 1e-12))[:, None]
+    if not zero:
+        y += center
+    return y, int(over.sum() + odd.sum())

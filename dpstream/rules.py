@@ -56,3 +56,10 @@ def block_size(cfg, plan, leaf_threshold: float) -> int:
     svt_floor = 4.0 * plan.svt_scale * math.log(max(cfg.horizon_ticks, 2))
     m = max(svt_floor, cfg.block_leaves * cfg.n_clusters * leaf_threshold)
     return int(min(max(m, 1.0), 2 ** 31))
+
+
+def max_epochs(horizon_ticks: int) -> int:
+    """E_max = ⌊log2 T⌋ + 2: the most epochs one run of the "horizon" schedule opens (a public cap on
+    its DP-count-driven adoptions: a stream whose count doubles no faster than the tick index never
+    reaches it). It bounds the per-epoch stages of the Beam job: one copy per epoch index."""
+    return int(math.floor(math.log2(max(int(horizon_ticks), 1)))) + 2

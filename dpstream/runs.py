@@ -30,10 +30,9 @@ from typing import Optional
 
 import numpy as np
 
-from .coresets import sensitivity_sample
+from . import epochs
 from .counters import HorizonExceeded
-from .engine import Engine, clip_to_ball
-from .offline import cluster_coreset
+from .engine import Engine
 from .params import EngineConfig
 from .release import Release
 
@@ -87,11 +86,8 @@ class RunSequence:
         last = self.engine._cache  # (points, weights, centers) of the run's final release
         pts, w, _ = last
         if self.cfg.window_runs == 0:
-            merged = (pts, w) if self._all_time is None else (np.vstack([self._all_time[0], pts]),
-                                                              np.r_[self._all_time[1], w])
-            rng = self.engine.noise.generator(("window", "all-time", self.run))
-            p2, w2 = sensitivity_sample(merged[0], merged[1], self.cfg.s_b, self.cfg.n_clusters, rng, self.z)
-            self._all_time = (p2, np.rint(w2).astype(np.int64))
+            self._all_time = epochs.all_time_merge(self.cfg, self.engine.noise, self._all_time, pts, w, self.run,
+                                                   self.z)
         else:
             self.closed.append((self.run, pts, w))
         self._clipped_before += self.engine.n_clipped
@@ -114,15 +110,9 @@ class RunSequence:
             return dataclasses.replace(rel, window_centers=rel.centers, **kw)
         version = (self.run, self.engine._cache_version)
         if self._window_cache is None or self._window_cache[0] != version:
-            P = np.vstack([p for p, _ in sets] + [rel.coreset_points])
-            W = np.concatenate([w for _, w in sets] + [rel.coreset_weights]).astype(float)
-            rng = self.engine.noise.generator(("window", rel.tick, "B"))
-            P, W = sensitivity_sample(P, W, cfg.s_b, cfg.n_clusters, rng, self.z)
-            C = cluster_coreset(P, np.rint(W), cfg.n_clusters, cfg.objective,
-                                self.engine.noise.generator(("window", rel.tick, "cluster")), cfg.center_vec,
-                                n_init=cfg.n_init)
-            C, _ = clip_to_ball(np.asarray(C, dtype=float), cfg.center_vec, cfg.radius)
-            self._window_cache = (version, C)
+            P, W = epochs.window_sample(cfg, self.engine.noise, sets, rel.coreset_points, rel.coreset_weights,
+                                        rel.tick, self.z)
+            self._window_cache = (version, epochs.window_centers(cfg, self.engine.noise, P, W, rel.tick))
         return dataclasses.replace(rel, window_centers=self._window_cache[1], **kw)
 
     def state_size(self) -> int:

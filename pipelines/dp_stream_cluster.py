@@ -44,6 +44,7 @@ KNOWN_RUNNERS = LOCAL_RUNNERS + ("DataflowRunner", "FlinkRunner", "SparkRunner",
 BUILTIN_N = 200_000
 DEFAULT_SKEW = 5.0  # --max_clock_skew_seconds
 DEFAULT_K = 5  # also the built-in stream's number of clusters
+DEFAULT_POINT_SHARDS = 8
 
 log = logging.getLogger("dpstream")
 
@@ -118,6 +119,15 @@ def build_parser() -> argparse.ArgumentParser:
                         "disagree; a record whose \"ts\" is later than its publish time plus this is dead-lettered "
                         "(ts_in_future), and redeliveries are remembered for tick + lateness + 2 s + twice this "
                         f"(default {DEFAULT_SKEW:g})")
+    g = ap.add_argument_group("parallelism (public; no effect on the releases)")
+    g.add_argument("--point_shards", type=int, default=DEFAULT_POINT_SHARDS,
+                   help="keys the per-point work is spread over (ShardTicks, RouteByEpoch, AssignRings): a record's "
+                        f"shard is its slot (or message id) modulo this (default {DEFAULT_POINT_SHARDS})")
+    g.add_argument("--tick_timer", default="auto", choices=("auto", "batch", "looping"),
+                   help="how ShardTicks closes ticks: batch (one timer firing at the horizon's last tick: fastest "
+                        "on bounded input), looping (one guarded timer per tick, what a stream uses) or auto "
+                        "(looping for Pub/Sub, batch otherwise) (default auto)")
+    g = ap.add_argument_group("report")
     g.add_argument("--report", action="store_true",
                    help="after a batch run with --output, write centers.json, privacy_plan.md and report.png")
     return ap
@@ -169,6 +179,8 @@ class Job:
     n_slots: Optional[int] = None  # file input: the records (slots) the files hold — public under replace-one
     notes: Optional[list] = None  # launch-time hints for the operator
     max_clock_skew_seconds: float = DEFAULT_SKEW  # Pub/Sub: payload ts vs publish time, and clocks vs each other
+    point_shards: int = DEFAULT_POINT_SHARDS  # keys of the per-point stages (public; releases do not depend on it)
+    tick_timer: str = "batch"  # "batch" (one firing) | "looping" (one per tick; streaming)
 
     @property
     def releases_path(self) -> Optional[str]:
@@ -210,10 +222,20 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
     if runner and runner.split(".")[-1] not in KNOWN_RUNNERS:
         raise OptionError(f"unknown runner {runner!r}: use DirectRunner or BundleBasedDirectRunner locally, "
                           f"DataflowRunner, FlinkRunner or SparkRunner at scale")
-    if (getattr(bns, "direct_num_workers", None) or 1) > 1:
-        raise OptionError("--direct_num_workers must be 1: the DirectRunner's multi-worker modes deliver the "
-                          "looping tick timers twice or not at all (measured), which would break the tick "
-                          "clock; parallelism comes from the runner at scale (Dataflow, Flink)")
+    workers = getattr(bns, "direct_num_workers", None) or 1
+    mode = getattr(bns, "direct_running_mode", None) or "in_memory"
+    if workers > 1 and mode != "multi_processing":
+        raise OptionError("--direct_num_workers > 1 needs --runner=FnApiRunner --direct_running_mode=multi_processing: "
+                          "the DirectRunner's multi_threading mode fires looping tick timers twice or hangs "
+                          "(measured, apache-beam 2.77), which would break the tick clock")
+    if mode == "multi_threading":
+        raise OptionError("--direct_running_mode=multi_threading is refused: it fires looping tick timers twice or "
+                          "hangs (measured, apache-beam 2.77); use --runner=FnApiRunner "
+                          "--direct_running_mode=multi_processing for several local worker processes")
+    if workers > 1 and runner.split(".")[-1] != "FnApiRunner":
+        raise OptionError("several local workers need --runner=FnApiRunner named explicitly (with "
+                          "--direct_running_mode=multi_processing): under DirectRunner a pipeline with timers may "
+                          "be moved to the single-process BundleBasedDirectRunner")
 
     inputs = [n for n in ("input", "input_subscription", "input_topic") if getattr(ns, n)]
     if len(inputs) > 1:
@@ -329,6 +351,11 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
         raise OptionError(f"--seed_registry is required with {runner_name}: a durable path (e.g. gs://…/"
                           f"seed_registry.jsonl) where used seeds are recorded; the launcher's own disk is "
                           f"thrown away, so a reused seed would go unnoticed")
+    if not 1 <= ns.point_shards <= 4096:
+        raise OptionError(f"--point_shards must be an integer in [1, 4096], got {ns.point_shards}")
+    if streaming and workers > 1:
+        raise OptionError("a Pub/Sub job runs on the single-process BundleBasedDirectRunner locally: drop "
+                          "--direct_num_workers (several workers: Dataflow or Flink)")
     if ns.report and (streaming or not ns.output or "://" in ns.output):
         raise OptionError("--report needs a batch run with a local --output directory")
 
@@ -346,6 +373,11 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
     if ns.format is not None and source == "builtin":
         raise OptionError("the built-in stream is numpy arrays: drop --format")
     job.csv_header = bool(ns.csv_header)
+    job.point_shards = int(ns.point_shards)
+    job.tick_timer = "looping" if (ns.tick_timer == "looping" or (ns.tick_timer == "auto" and streaming)) \
+        else "batch"
+    if streaming and job.tick_timer == "batch":
+        raise OptionError("--tick_timer=batch needs a bounded input: a stream closes its ticks one by one (looping)")
     job.max_clock_skew_seconds = float(skew)
     if source == "files":
         from pipelines.sources import plan_files
@@ -423,9 +455,10 @@ def tick_clock(job: Job):
     from transforms.ticks import TickClock
 
     if job.clock == "position":
-        return TickClock("position", tick_size=job.tick_size, horizon_ticks=job.horizon_ticks)
+        return TickClock("position", tick_size=job.tick_size, horizon_ticks=job.horizon_ticks,
+                         n_shards=job.point_shards)
     return TickClock("event_time", tick_seconds=job.tick_seconds, t_start=job.t_start,
-                     horizon_ticks=job.horizon_ticks)
+                     horizon_ticks=job.horizon_ticks, n_shards=job.point_shards)
 
 
 # --------------------------------------------------------------------------- the graph
@@ -439,10 +472,13 @@ def build(p, job: Job, seed_path: str, source=None):
     from pipelines.sinks import WriteJsonLines, release_message
     from pipelines.sources import BuiltinStream, ReadFileRecords, ReadPubSubRecords
     from transforms.bicriteria import BicriteriaCenters, CenterRegistry
-    from transforms.cluster import ClusterTicks
+    from transforms.cluster import ClusterTicks, apply_stages
     from transforms.parse import ParsePoints
     from transforms.tick_timer import TickSchedule
     from transforms.ticks import DedupByMessageId
+    from pipelines import direct_specs
+
+    direct_specs.install()  # the BundleBasedDirectRunner re-introspects every DoFn on every bundle (Beam 2.77)
 
     cfg = engine_config(job)
     clock = tick_clock(job)
@@ -478,17 +514,15 @@ def build(p, job: Job, seed_path: str, source=None):
                                                         max_clock_skew_seconds=skew)
         points, dead_letter = parsed.points, parsed.dead_letter
     ticks = points | "BatchIntoTicks" >> _batch_into_ticks(job)
-    mode = "streaming" if job.streaming else "batch"
+    mode = "streaming" if job.streaming or job.tick_timer == "looping" else "batch"
     delay = close_delay_seconds(job)
     schedule = TickSchedule(clock, cfg.horizon_ticks, mode, delay)
-    if cfg.bicriteria:  # the paper's Alg. 2 in its own keyed stages, feeding ClusterTicks
+    updates = None
+    if cfg.bicriteria:  # the paper's Alg. 2 in its own keyed stages, feeding the epoch plan
         reports = ticks | "BicriteriaCenters" >> BicriteriaCenters(cfg, schedule, seed_path)
         updates = reports | "CenterRegistry" >> CenterRegistry(cfg, seed_path)
-        releases = (ticks, updates) | "ClusterTicks" >> ClusterTicks(
-            cfg, clock, seed_path, mode=mode, close_delay_seconds=delay, bicriteria="external")
-    else:
-        releases = ticks | "ClusterTicks" >> ClusterTicks(cfg, clock, seed_path, mode=mode,
-                                                          close_delay_seconds=delay)
+    stages = ClusterTicks(cfg, clock, seed_path, mode=mode, close_delay_seconds=delay)
+    releases = apply_stages(stages.job, ticks, updates)  # ShardTicks … ClusterCoreset, at the top level
     if job.output_topic:
         releases | "WriteReleases" >> WriteJsonLines(job.output_topic, job.streaming, attributes=release_message)
     else:
@@ -536,11 +570,11 @@ def _batch_into_ticks(job: Job):
 
     if job.clock == "position":
         return BatchIntoTicks("position", tick_size=job.tick_size, horizon_ticks=job.horizon_ticks,
-                              dim=job.dim, keep_order_keys=True)
+                              n_shards=job.point_shards, dim=job.dim, keep_order_keys=True, group=False)
     return BatchIntoTicks("event_time", tick_seconds=job.tick_seconds, t_start=job.t_start,
-                          horizon_ticks=job.horizon_ticks, dim=job.dim,
+                          horizon_ticks=job.horizon_ticks, n_shards=job.point_shards, dim=job.dim,
                           allowed_lateness_seconds=job.allowed_lateness_seconds, pane_seconds=PANE_SECONDS,
-                          keep_order_keys=True)
+                          keep_order_keys=True, group=False)
 
 
 def pipeline_options(job: Job, beam_args: List[str]):

@@ -31,7 +31,7 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.window import GlobalWindows
 
 from dpstream.bicriteria import BicriteriaLevel, CenterSet, _level_update
-from dpstream.engine import clip_to_ball
+from dpstream.rings import clip_to_ball
 from dpstream.grids import ShiftedGrids
 from dpstream.noise import NoiseSource
 from dpstream.params import EngineConfig

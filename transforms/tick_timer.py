@@ -5,7 +5,8 @@ of the watermark (public), set 1 ms early because the FnApiRunner truncates time
 milliseconds. ``batch`` arms one timer for the horizon's last tick (every buffered
 tick is processed in that one firing: Beam's state cache sizes every write, so one
 firing instead of T is what the notes measured fast); ``streaming`` loops one timer
-per tick 1, 2, …, T and stops at T — never "at the last tick seen" (review finding 2).
+per tick 1, 2, …, T and stops at T — never "at the last tick seen" (review finding 2); with
+``horizon_ticks=None`` (runs without end) it goes on.
 A firing whose timestamp is not the armed tick's is obsolete (the
 BundleBasedDirectRunner delivers such firings): the stage re-arms and returns.
 """
@@ -27,7 +28,9 @@ class TickSchedule:
             raise ValueError(f"close_delay_seconds must be >= 0, got {close_delay_seconds!r}")
         self.t_start = clock.t_start
         self.tick_us = clock.tick_us
-        self.horizon_ticks = int(horizon_ticks)
+        if horizon_ticks is None and mode == "batch":
+            raise ValueError("an unbounded horizon (runs without end) needs the streaming (looping) timer")
+        self.horizon_ticks = None if horizon_ticks is None else int(horizon_ticks)
         self.mode = mode
         self.close_delay_us = int(round(close_delay_seconds * 1_000_000))
 
@@ -39,6 +42,10 @@ class TickSchedule:
         return self.horizon_ticks if self.mode == "batch" else 1
 
     def next_armed(self, upto: int) -> Optional[int]:
+        """The tick to arm after ``upto``; None past the horizon (``horizon_ticks=None``: runs without
+        end, the looping timer goes on across runs)."""
+        if self.horizon_ticks is None:
+            return upto + 1
         return upto + 1 if upto < self.horizon_ticks else None
 
 

@@ -456,6 +456,9 @@ class BatchIntoTicks(beam.PTransform):
       the set of keys does not depend on the data.
     * ``keep_order_keys=True`` emits the sorted ``_Partial`` (points, slots, ts,
       message ids) instead of the bare array, for consumers that merge panes.
+    * ``group=False`` skips the GroupByKey: one ``_Partial`` per (shard, tick, bundle flush), for
+      a keyed consumer that buffers by tick and merges a tick's partials itself (the job's
+      ``ShardTicks``: one shuffle instead of two).
     * Unbounded input: the GroupByKey fires on processing time every ``pane_seconds``
       (``Repeatedly(AfterProcessingTime)``, discarding), never on the watermark, so
       a (shard, tick) can arrive in several batches; the consumer keeps state by tick
@@ -472,8 +475,10 @@ class BatchIntoTicks(beam.PTransform):
                  horizon_ticks: int, n_shards: int = 1, dim: Optional[int] = None,
                  allowed_lateness_seconds: Optional[float] = None, emit_empty_ticks: bool = False,
                  pane_seconds: int = 1, now_fn: Callable[[], float] = time.time,
-                 label_prefix: str = "", keep_order_keys: bool = False, label: Optional[str] = None):
+                 label_prefix: str = "", keep_order_keys: bool = False, group: bool = True,
+                 label: Optional[str] = None):
         super().__init__(label)
+        self.group = bool(group)
         self.keep_order_keys = bool(keep_order_keys)
         self.clock = TickClock(clock, tick_size=tick_size, tick_seconds=tick_seconds, t_start=t_start,
                                horizon_ticks=horizon_ticks, n_shards=n_shards)
@@ -503,6 +508,10 @@ class BatchIntoTicks(beam.PTransform):
         parts = pcoll | "AssignTicks" >> beam.ParDo(
             _AssignTicksFn(self.clock, self.dim, self.allowed_lateness_seconds, self.now_fn, self.label_prefix))
         bounded = pcoll.is_bounded
+        if not self.group:  # the consumer merges a tick's partials itself (transforms.cluster.ShardTicks)
+            if self.emit_empty_ticks:
+                raise ValueError("emit_empty_ticks needs group=True")
+            return parts | "Window" >> beam.WindowInto(GlobalWindows())
         if self.emit_empty_ticks:
             if not bounded:
                 raise ValueError("emit_empty_ticks is for bounded input; on a stream the consumers' "

@@ -225,7 +225,7 @@ def test_release_count_and_timestamps_do_not_depend_on_the_data(tmp_path, seed_f
       "--radius=1"], "at most one of"),
     ([], "give --output"),
     (["--output=o", "--output_topic=projects/p/topics/t"], "not both"),
-    (["--output=o", "--direct_num_workers=2"], "direct_num_workers must be 1"),
+    (["--output=o", "--direct_num_workers=2"], "needs --runner=FnApiRunner --direct_running_mode=multi_processing"),
     (["--output=o", "--runner=DataflowRunner"], "--seed_file is required"),
     (["--output=o", "--tick_size=5", "--tick_seconds=1"], "one of --tick_size"),
     (["--output=o", "--epsilonn=1"], "unknown option"),

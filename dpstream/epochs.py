@@ -1,0 +1,182 @@
+"""Pieces of Alg. 1 that both of its drivers call: the one-process :class:`dpstream.engine.Engine`
+and the Beam job's stages (``transforms/cluster.py``). Each is a function of public parameters,
+DP outputs and keyed noise only, so the two drivers release the same thing for the same seed.
+
+* :func:`adopt_now` — is tick t an epoch change? (notes §3(ii); review finding 10: a function of
+  public parameters and DP outputs only). The ``"horizon"`` schedule is capped at
+  :func:`dpstream.rules.max_epochs` epochs per run, a public number, so a Beam graph can hold
+  one copy of the per-epoch stages per epoch index.
+* :class:`EpochPlanner` — the epoch schedule of a run from its DP count estimates alone (the
+  stream counter's, or the bicriteria's): every tick's epoch, flush and adoption flags. Loop-free:
+  with the ``"horizon"`` schedule no adoption reads a release.
+* :func:`release_sample`, :func:`release_centers`, :func:`ring_centers` — the release of a tick
+  (black box B on the run's coreset, then a fresh k-means++ fit), post-processing under the keys
+  ``("release", epoch, t, …)``.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple, Optional
+
+import numpy as np
+
+from . import rules
+from .coresets import sensitivity_sample
+from .counters import BinaryMechanism
+from .offline import cluster_coreset
+from .params import EngineConfig
+from .rings import clip_to_ball
+from .semicoresets import WeightedSet
+
+
+def adopt_now(cfg: EngineConfig, t: int, grown: bool, count: Optional[float], count0: float, epoch: int,
+              epoch_start: int, block_size: int) -> bool:
+    """Is tick t an epoch change? ``count``: this tick's DP count estimate; ``count0``: the estimate
+    when the open epoch started; ``epoch``: the open epoch's index; ``epoch_start``: the tick it
+    started at (0 for the first)."""
+    sched = cfg.epoch_schedule
+    if sched == "horizon":
+        # the epoch's points (DP count) have doubled and fill a block, and the new epoch would
+        # span at least half the run: ≤ log2(n/M) + 1 epochs, the last one the largest. With the
+        # released centers among the ring centers, the flush of the epoch is what renews them;
+        # with the paper's rule only a grown F is worth a new epoch. At most max_epochs(T) epochs
+        # (a public cap: a DP count that doubles faster than the tick index adopts no further)
+        if 2 * t > cfg.horizon_ticks or count is None or epoch + 1 >= rules.max_epochs(cfg.horizon_ticks):
+            return False
+        if cfg.ring_centers != "bicriteria+released" and not grown:
+            return False
+        blocks = cfg.first_epoch_blocks if epoch == 0 else cfg.epoch_blocks  # the first epoch: its own rule
+        return count - count0 >= max(blocks * block_size, count0)
+    if not grown:
+        return False
+    if sched == "every":
+        return True
+    return t >= max(1, 2 * epoch_start)
+
+
+class TickPlan(NamedTuple):
+    """What the epoch schedule says of tick t of a run (public parameters and DP outputs only)."""
+    t: int
+    count: Optional[float]   # the tick's DP count estimate (None: the run has none)
+    epoch: int               # the epoch whose rings take tick t's points
+    first: int               # that epoch's first tick
+    adopt: bool              # t closes the epoch (its coreset stored, new rings from this tick's release)
+    flush: bool              # every ring that did not release at t releases its block (adopt, t = 1, t = T)
+    final: bool              # t = T
+    n_candidates: int        # |F_t| (the bicriteria's candidate centers; 1 without it: the ball's center)
+    candidates: Optional[np.ndarray]  # F_t at an adoption tick (the new rings' centers start with it)
+
+
+class EpochPlanner:
+    """The epoch schedule of one run, tick by tick, exactly as :class:`~dpstream.engine.Engine`
+    follows it, from DP count estimates only: ``step(n_points)`` with the stream counter (it owns
+    the counter: the count estimate's own binary mechanism), ``step(bicriteria_update=(new
+    centers, count estimate))`` with the bicriteria. Needs the ``"horizon"`` schedule with the
+    released-centers rule, or the paper's ``"bicriteria"`` rule (then a grown F decides): those
+    read no release, which is what lets a Beam graph compute the schedule before the rings."""
+
+    def __init__(self, cfg: EngineConfig, plan, noise, block_size: int):
+        if not (cfg.epoch_schedule == "horizon" or cfg.ring_centers == "bicriteria"):
+            raise ValueError("the epoch schedule reads the release (ring_centers='bicriteria+released' with "
+                             f"epoch_schedule={cfg.epoch_schedule!r}): only the 'horizon' schedule is loop-free")
+        if not cfg.bicriteria and not cfg.count_counter:
+            raise ValueError("the epoch schedule needs a DP count estimate: a stream counter (privacy_split with "
+                             "4 weights) or the bicriteria")
+        self.cfg = cfg
+        self.block_size = int(block_size)
+        self.counter = (BinaryMechanism(1, cfg.horizon_ticks, noise, ("count",), plan.count_mechanism,
+                                        plan.count_scale) if cfg.count_counter and not cfg.bicriteria else None)
+        self.F = [cfg.center_vec.copy()]
+        self.t = 0
+        self.epoch = 0
+        self.epoch_start = 0
+        self.count0 = 0.0
+        self.adopted_bic = 1
+
+    def step(self, n_points: int = 0, bicriteria_update=None) -> TickPlan:
+        cfg = self.cfg
+        t = self.t + 1
+        if cfg.bicriteria:
+            new, count = bicriteria_update
+            new = np.asarray(new, dtype=float).reshape(-1, cfg.dim)
+            if len(new):
+                self.F.extend(new)
+            count = float(count)
+        else:
+            count = float(self.counter.step(np.array([int(n_points)], dtype=np.int64))[0])
+        grown = len(self.F) > self.adopted_bic
+        final = t == cfg.horizon_ticks
+        epoch, first = self.epoch, self.epoch_start + 1
+        adopt = adopt_now(cfg, t, grown, count, self.count0, self.epoch, self.epoch_start, self.block_size)
+        flush = adopt or final or (t == 1 and cfg.epoch_schedule == "horizon")
+        adopt = adopt and not final
+        candidates = None
+        if adopt:
+            self.count0 = count
+            self.adopted_bic = len(self.F)
+            self.epoch += 1
+            self.epoch_start = t
+            candidates = np.asarray(self.F)
+        self.t = t
+        return TickPlan(t, count, epoch, first, adopt, flush, final, len(self.F), candidates)
+
+    def state_floats(self) -> int:
+        return len(self.F) * self.cfg.dim + (self.counter.state_floats() if self.counter is not None else 0)
+
+
+def release_sample(cfg: EngineConfig, noise, S: WeightedSet, epoch: int, t: int, z: int):
+    """(points, integer weights) of the release of tick t: B's sample of the run's coreset ``S``
+    (closed epochs' coresets, then the open rings' levels), zero weights dropped."""
+    rng = noise.generator(("release", epoch, t, "B"))
+    pts, w = sensitivity_sample(S.points, S.weights, cfg.s_b, cfg.n_clusters, rng, z)
+    w = np.rint(w).astype(np.int64)
+    keep = w > 0
+    return pts[keep], w[keep]
+
+
+def release_centers(cfg: EngineConfig, noise, pts: np.ndarray, w: np.ndarray, epoch: int, t: int) -> np.ndarray:
+    """The k centers of the release of tick t: a fresh k-means++ fit of its coreset alone (no warm
+    start from the previous release: measured no better, and a stateless fit cannot stay stuck in
+    an earlier epoch's local optimum and runs in parallel across ticks in the Beam job), clipped
+    into the public ball (post-processing: A's noisy means can land outside it)."""
+    centers = cluster_coreset(pts, w, cfg.n_clusters, cfg.objective, noise.generator(("release", epoch, t, "cluster")),
+                              cfg.center_vec, n_init=cfg.n_init)
+    centers, _ = clip_to_ball(np.array(centers, dtype=float), cfg.center_vec, cfg.radius)
+    return centers
+
+
+def ring_centers(cfg: EngineConfig, noise, pts: np.ndarray, w: np.ndarray, centers: np.ndarray, epoch: int,
+                 t: int) -> np.ndarray:
+    """The released centers a new epoch's rings use (post-processing of tick t's release): its k
+    centers, or a (ring_center_factor·k)-means of its coreset."""
+    k_r = int(round(cfg.ring_center_factor * cfg.n_clusters))
+    if k_r == cfg.n_clusters:
+        return centers
+    return cluster_coreset(pts, w, max(1, k_r), cfg.objective, noise.generator(("release", epoch, t, "ring centers")),
+                           cfg.center_vec, n_init=cfg.n_init)
+
+
+# -- the window of runs (dpstream.runs): released coresets of closed runs merged (post-processing)
+
+def all_time_merge(cfg: EngineConfig, noise, all_time, pts: np.ndarray, w: np.ndarray, run: int, z: int):
+    """``window_runs = 0``: the all-time set after run ``run`` closes with final coreset (pts, w):
+    B's sample of the previous all-time set and it, under the closing run's noise."""
+    merged = (pts, w) if all_time is None else (np.vstack([all_time[0], pts]), np.r_[all_time[1], w])
+    rng = noise.generator(("window", "all-time", run))
+    p2, w2 = sensitivity_sample(merged[0], merged[1], cfg.s_b, cfg.n_clusters, rng, z)
+    return p2, np.rint(w2).astype(np.int64)
+
+
+def window_sample(cfg: EngineConfig, noise, sets, pts: np.ndarray, w: np.ndarray, t: int, z: int):
+    """B's sample of the window's closed-run coresets ``sets`` [(points, weights)] and the current
+    run's release coreset (pts, w) at tick t (float weights, as B returns them)."""
+    P = np.vstack([p for p, _ in sets] + [pts])
+    W = np.concatenate([ww for _, ww in sets] + [w]).astype(float)
+    return sensitivity_sample(P, W, cfg.s_b, cfg.n_clusters, noise.generator(("window", t, "B")), z)
+
+
+def window_centers(cfg: EngineConfig, noise, P: np.ndarray, W: np.ndarray, t: int) -> np.ndarray:
+    """The window's k centers at tick t (a fresh k-means++ fit of :func:`window_sample`), clipped."""
+    C = cluster_coreset(P, np.rint(W), cfg.n_clusters, cfg.objective, noise.generator(("window", t, "cluster")),
+                        cfg.center_vec, n_init=cfg.n_init)
+    C, _ = clip_to_ball(np.asarray(C, dtype=float), cfg.center_vec, cfg.radius)
+    return C
