@@ -4,7 +4,8 @@ Starts Google's Pub/Sub emulator (or drongo's in-process server where the
 emulator is absent), creates the topics and subscriptions, publishes a drifting
 Gaussian-mixture stream at a steady rate (plus heartbeat messages that keep the
 DirectRunner's watermark moving), runs the streaming job on the
-BundleBasedDirectRunner, prints each release's centers and the privacy plan from
+BundleBasedDirectRunner through several runs of T ticks (``--runs``), prints each
+release's run centers and window centers and the privacy plan from
 the output subscription, and stops everything it started (the job by cancel,
 the emulator by its process group); its seed file and dead letters live in a
 temporary folder removed at exit.
@@ -39,10 +40,12 @@ def private_workdir():
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--ticks", type=int, default=12, help="public horizon T (default 12)")
+    ap.add_argument("--ticks", type=int, default=4, help="ticks per run, the job's --horizon_ticks T (default 4)")
+    ap.add_argument("--runs", type=int, default=3, help="runs of T ticks the demo streams through (default 3)")
+    ap.add_argument("--window_runs", type=int, default=2, help="closed runs in the window centers (default 2; "
+                                                                 "0 = all time)")
     ap.add_argument("--tick_seconds", type=float, default=3.0, help="seconds per tick (default 3)")
-    ap.add_argument("--rate", type=int, default=60, help="points published per second (default 60; the "
-                                                          "DirectRunner's reader pulls 10 messages per request)")
+    ap.add_argument("--rate", type=int, default=60, help="points published per second (default 60)")
     ap.add_argument("--epsilon", type=float, default=2.0)
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(message)s")
@@ -56,7 +59,7 @@ def main(argv=None) -> int:
     rng = np.random.default_rng()
     means0 = rng.uniform(-8, 8, size=(k, d))
     drift = rng.normal(size=(k, d))
-    drift *= 4.0 / np.linalg.norm(drift, axis=1, keepdims=True)  # each mean moves 4 units over the run
+    drift *= 4.0 / np.linalg.norm(drift, axis=1, keepdims=True)  # each mean moves 4 units over the demo
     with private_workdir() as tmp, LocalPubSub() as ps:
         print(f"local Pub/Sub: {ps.kind} at {ps.host}")
         t_in, t_out = ps.topic("points"), ps.topic("releases")
@@ -69,12 +72,14 @@ def main(argv=None) -> int:
         argv_job = [f"--input_subscription={sub_in}", f"--output_topic={t_out}",
                     f"--dead_letter={tmp}/dead_letter.jsonl", f"--dim={d}", f"--radius={radius}", f"--k={k}",
                     f"--tick_seconds={args.tick_seconds}", f"--t_start={t_start * args.tick_seconds!r}",
-                    f"--horizon_ticks={args.ticks}", f"--allowed_lateness_seconds={args.tick_seconds}",
+                    f"--horizon_ticks={args.ticks}", f"--runs={args.runs}", f"--window_runs={args.window_runs}",
+                    f"--allowed_lateness_seconds={args.tick_seconds}",
                     f"--epsilon={args.epsilon}", f"--seed_file={seed}"]
         print("job: python -m pipelines.dp_stream_cluster " + " ".join(argv_job))
         result = job_mod.run(argv_job)
         stop = threading.Event()
-        t_end = (t_start + args.ticks) * args.tick_seconds
+        total = args.ticks * args.runs
+        t_end = (t_start + total) * args.tick_seconds
 
         def feed():
             start = t_start * args.tick_seconds
@@ -93,18 +98,22 @@ def main(argv=None) -> int:
         feeder = threading.Thread(target=feed, daemon=True)
         feeder.start()
         print(f"publishing ~{args.rate} points/s of a drifting {k}-cluster mixture; "
-              f"{args.ticks} ticks of {args.tick_seconds:g} s\n")
+              f"{args.runs} runs of {args.ticks} ticks of {args.tick_seconds:g} s; window centers merge the "
+              f"current run's coreset with the last {args.window_runs or 'all'} closed runs'\n")
         seen, deadline = 0, t_end + 3 * args.tick_seconds + 40
         try:
-            while seen < args.ticks and time.time() < deadline:
-                for msg in sorted(ps.pull(sub_out), key=lambda m: int(m.attributes.get("tick", 0))):
+            while seen < total and time.time() < deadline:
+                for msg in sorted(ps.pull(sub_out), key=lambda m: int(json.loads(m.data)["global_tick"])):
                     rel = json.loads(msg.data)
                     if seen == 0:
                         print(plan_table(rel["privacy"]) + "\n")
                     seen += 1
                     cs = "  ".join(f"({c[0]:6.2f},{c[1]:6.2f})" for c in rel["centers"])
-                    print(f"tick {rel['tick']:3d}  epoch {rel['epoch']}  DP count ≈ {rel['count_estimate']:8.0f}"
-                          f"  centers {cs}", flush=True)
+                    print(f"run {rel['run']} tick {rel['tick']:2d} (global {rel['global_tick']:3d})  epoch {rel['epoch']}"
+                          f"  DP count ≈ {rel['count_estimate']:6.0f}  run centers {cs}", flush=True)
+                    if rel["run"] > 0:
+                        ws = "  ".join(f"({c[0]:6.2f},{c[1]:6.2f})" for c in rel["window_centers"])
+                        print(f"{'':40s}window (runs {rel['window_first_run']}–{rel['run']}) {ws}", flush=True)
                 time.sleep(0.3)
         except KeyboardInterrupt:
             print("interrupted")
@@ -120,7 +129,7 @@ def main(argv=None) -> int:
     print("\ntrue means at the end (public demo data): " +
           "  ".join(f"({c[0]:6.2f},{c[1]:6.2f})" for c in drifted))
     print(f"{seen} releases received; job cancelled, Pub/Sub stopped")
-    return 0 if seen == args.ticks else 1
+    return 0 if seen == total else 1
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ class has no ``_inspect_<method>`` hook (Beam's way to give an instance its own 
 the instance holds no callable attribute (the specs are then read from the class's methods'
 defaults), and, for Beam's ``Map``/``FlatMap`` wrapper, the empty answer when the wrapped plain
 function has no DoFn parameter among its defaults. Anything else goes to
-Beam's function. The result is the same sets Beam computes; only the time changes. The FnApiRunner
+Beam's function; and the argument names and defaults of plain functions and methods (each bundle's
+``DoFnSignature``). The results are the same Beam computes; only the time changes. The FnApiRunner
 (batch) introspects once per stage and is unaffected. Idempotent.
 """
 from __future__ import annotations
@@ -48,6 +49,24 @@ def install() -> None:
             return set(hit[0]), set(hit[1])
         return original(dofn)
 
+    # every bundle also builds a DoFnSignature, i.e. an inspect.signature of each DoFn method
+    # (get_function_args_defaults); a plain function's argument names and defaults are fixed once it
+    # exists (a bound method's are its function's minus the first), so they are memoised by function
+    args_of = core.get_function_args_defaults
+    arg_cache = {}
+
+    def get_function_args_defaults(f):
+        fn, bound = (f.__func__, True) if inspect.ismethod(f) else (f, False)
+        if not inspect.isfunction(fn):
+            return args_of(f)
+        hit = arg_cache.get((fn, bound))
+        if hit is None:
+            if len(arg_cache) > 4096:  # functions cloudpickled by value are new objects per bundle
+                arg_cache.clear()
+            hit = arg_cache[(fn, bound)] = args_of(f)
+        return list(hit[0]), list(hit[1])
+
+    core.get_function_args_defaults = get_function_args_defaults
     userstate.get_dofn_specs = get_dofn_specs
     transform_evaluator.get_dofn_specs = get_dofn_specs  # imported by name there
     userstate._dpstream_spec_cache = True

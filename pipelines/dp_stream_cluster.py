@@ -45,6 +45,8 @@ BUILTIN_N = 200_000
 DEFAULT_SKEW = 5.0  # --max_clock_skew_seconds
 DEFAULT_K = 5  # also the built-in stream's number of clusters
 DEFAULT_POINT_SHARDS = 8
+MAX_RUNS = 10 ** 9
+MAX_TOTAL_TICKS = 2 ** 40  # the ticks' keys pack shard and tick into 63 bits
 
 log = logging.getLogger("dpstream")
 
@@ -109,8 +111,16 @@ def build_parser() -> argparse.ArgumentParser:
                                      "(2026-12-01T10:00:00Z) or Unix seconds (1796119200); tick 1 starts at "
                                      "floor(t / tick_seconds) * tick_seconds. tick:N gives the tick index N "
                                      "itself. Required for timestamped files; Pub/Sub default: the launch time")
-    g.add_argument("--horizon_ticks", type=int, help="public horizon T: ticks 1..T release, later records are "
-                                                     "dropped (required with an input)")
+    g.add_argument("--horizon_ticks", type=int, help="public horizon T of one run: ticks 1..T release, later records "
+                                                     "go to the next run or are dropped (required with an input)")
+    g.add_argument("--runs", type=int, default=1,
+                   help="consecutive runs of T ticks (public): run r holds global ticks r·T+1 .. (r+1)·T with fresh "
+                        "mechanisms, noise keys and budget ε — records of different runs are disjoint, so every "
+                        "release stays (ε, δ)-DP per record (parallel composition). A months-long stream sets a "
+                        "large N (the guarantee does not depend on it) (default 1)")
+    g.add_argument("--window_runs", type=int, default=1,
+                   help="each release also carries window_centers: the released coresets of the last W closed runs "
+                        "and the current one, merged (post-processing, no budget); 0 = all runs (default 1)")
     g.add_argument("--allowed_lateness_seconds", type=float, default=5.0,
                    help="event-time clock: a record is admitted iff its publish time is at most its tick's end "
                         "plus this public delay (default 5)")
@@ -181,6 +191,13 @@ class Job:
     max_clock_skew_seconds: float = DEFAULT_SKEW  # Pub/Sub: payload ts vs publish time, and clocks vs each other
     point_shards: int = DEFAULT_POINT_SHARDS  # keys of the per-point stages (public; releases do not depend on it)
     tick_timer: str = "batch"  # "batch" (one firing) | "looping" (one per tick; streaming)
+    runs: int = 1  # consecutive runs of horizon_ticks ticks each (public)
+    window_runs: int = 1  # closed runs merged into each release's window_centers (0: all)
+
+    @property
+    def total_ticks(self) -> int:
+        """Ticks of the whole job: runs × T (the clock's horizon)."""
+        return self.runs * self.horizon_ticks
 
     @property
     def releases_path(self) -> Optional[str]:
@@ -320,6 +337,13 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
                           "releases; it must not be derived from the data)")
     if horizon < 1:
         raise OptionError(f"--horizon_ticks must be >= 1, got {horizon}")
+    if not 1 <= ns.runs <= MAX_RUNS:
+        raise OptionError(f"--runs must be an integer in [1, {MAX_RUNS:,}], got {ns.runs}")
+    if ns.window_runs < 0:
+        raise OptionError(f"--window_runs must be >= 0 (0: all runs), got {ns.window_runs}")
+    if horizon * ns.runs > MAX_TOTAL_TICKS:
+        raise OptionError(f"--runs × --horizon_ticks = {horizon * ns.runs:,} ticks: at most {MAX_TOTAL_TICKS:,} "
+                          f"(keys pack the tick with the shard into 63 bits); lower --runs")
 
     lateness = None
     if clock == "event_time":
@@ -366,8 +390,15 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
               seed_registry=ns.seed_registry,
               clock=clock, tick_size=tick_size, tick_seconds=tick_seconds, t_start=t_start,
               horizon_ticks=horizon, allowed_lateness_seconds=lateness, streaming=streaming, runner=runner,
-              report=ns.report, t_start_given=ns.t_start is not None)
-    engine_config(job)  # validates k, ε, δ, radius … with the engine's own messages
+              report=ns.report, t_start_given=ns.t_start is not None, runs=int(ns.runs),
+              window_runs=int(ns.window_runs))
+    cfg = engine_config(job)  # validates k, ε, δ, radius … with the engine's own messages
+    if job.runs > 1 and cfg.bicriteria:
+        raise OptionError("--runs > 1 needs the default ring centers: the bicriteria stages (--semicoreset snap) "
+                          "span one run; use --runs 1 or drop --semicoreset snap")
+    if clock == "position" and job.total_ticks * tick_size > 2 ** 62:
+        raise OptionError(f"--runs × --horizon_ticks × --tick_size = {job.total_ticks * tick_size:,} slots: at most "
+                          f"2**62; lower --runs")
     if ns.csv_header and source != "files":
         raise OptionError("--csv_header applies to --input files")
     if ns.format is not None and source == "builtin":
@@ -444,7 +475,8 @@ def engine_config(job: Job):
 
     try:
         return EngineConfig(n_clusters=job.k, dim=job.dim, radius=job.radius, epsilon=job.epsilon,
-                            delta=job.delta, horizon_ticks=job.horizon_ticks,
+                            delta=job.delta, horizon_ticks=job.horizon_ticks, runs=job.runs,
+                            window_runs=job.window_runs,
                             neighbouring="replace_one" if job.clock == "position" else "add_remove",
                             objective=job.objective, semicoreset=job.semicoreset, center=job.center)
     except ValueError as e:
@@ -455,10 +487,10 @@ def tick_clock(job: Job):
     from transforms.ticks import TickClock
 
     if job.clock == "position":
-        return TickClock("position", tick_size=job.tick_size, horizon_ticks=job.horizon_ticks,
+        return TickClock("position", tick_size=job.tick_size, horizon_ticks=job.total_ticks,
                          n_shards=job.point_shards)
     return TickClock("event_time", tick_seconds=job.tick_seconds, t_start=job.t_start,
-                     horizon_ticks=job.horizon_ticks, n_shards=job.point_shards)
+                     horizon_ticks=job.total_ticks, n_shards=job.point_shards)
 
 
 # --------------------------------------------------------------------------- the graph
@@ -516,7 +548,7 @@ def build(p, job: Job, seed_path: str, source=None):
     ticks = points | "BatchIntoTicks" >> _batch_into_ticks(job)
     mode = "streaming" if job.streaming or job.tick_timer == "looping" else "batch"
     delay = close_delay_seconds(job)
-    schedule = TickSchedule(clock, cfg.horizon_ticks, mode, delay)
+    schedule = TickSchedule(clock, job.total_ticks, mode, delay)
     updates = None
     if cfg.bicriteria:  # the paper's Alg. 2 in its own keyed stages, feeding the epoch plan
         reports = ticks | "BicriteriaCenters" >> BicriteriaCenters(cfg, schedule, seed_path)
@@ -529,7 +561,7 @@ def build(p, job: Job, seed_path: str, source=None):
         releases | "WriteReleases" >> WriteJsonLines(job.releases_path, job.streaming)
     dead_letter | "WriteDeadLetters" >> WriteJsonLines(job.dead_letter, job.streaming)
     from pipelines.progress import LogProgress
-    releases | "Progress" >> LogProgress(job.horizon_ticks, time.time())  # a side branch: logs only
+    releases | "Progress" >> LogProgress(job.total_ticks, time.time())  # a side branch: logs only
     return {"releases": releases, "dead_letter": dead_letter}
 
 
@@ -569,10 +601,10 @@ def _batch_into_ticks(job: Job):
     from transforms.ticks import BatchIntoTicks
 
     if job.clock == "position":
-        return BatchIntoTicks("position", tick_size=job.tick_size, horizon_ticks=job.horizon_ticks,
+        return BatchIntoTicks("position", tick_size=job.tick_size, horizon_ticks=job.total_ticks,
                               n_shards=job.point_shards, dim=job.dim, keep_order_keys=True, group=False)
     return BatchIntoTicks("event_time", tick_seconds=job.tick_seconds, t_start=job.t_start,
-                          horizon_ticks=job.horizon_ticks, n_shards=job.point_shards, dim=job.dim,
+                          horizon_ticks=job.total_ticks, n_shards=job.point_shards, dim=job.dim,
                           allowed_lateness_seconds=job.allowed_lateness_seconds, pane_seconds=PANE_SECONDS,
                           keep_order_keys=True, group=False)
 
@@ -635,22 +667,25 @@ def launch(job: Job, beam_args: List[str], wait: bool = True):
     if job.runner.split(".")[-1] in LOCAL_RUNNERS:
         from pipelines.direct_metrics import install
         install()  # the BundleBasedDirectRunner would lose the counters of a streaming run (Beam 2.77)
+        from pipelines import direct_pubsub
+        direct_pubsub.install()  # its Pub/Sub reader would pull 10 messages per bundle (Beam 2.77)
     opts = pipeline_options(job, beam_args)
     p = beam.Pipeline(options=opts)
     build(p, job, seed_path)
-    log.info("dpstream: %s input, %s clock, T=%d ticks, k=%d, d=%d, epsilon=%g, delta=%g, runner %s",
-             job.source, job.clock, job.horizon_ticks, job.k, job.dim, job.epsilon, job.delta, job.runner)
+    log.info("dpstream: %s input, %s clock, T=%d ticks × %d run(s), k=%d, d=%d, epsilon=%g, delta=%g, runner %s",
+             job.source, job.clock, job.horizon_ticks, job.runs, job.k, job.dim, job.epsilon, job.delta, job.runner)
     for note in job.notes or []:
         warn(note)
-    if job.clock == "position" and job.n_slots is not None and job.n_slots > job.horizon_ticks * job.tick_size:
-        cap = job.horizon_ticks * job.tick_size
-        warn(f"the input holds {job.n_slots:,} records but --horizon_ticks {job.horizon_ticks} × --tick_size "
+    if job.clock == "position" and job.n_slots is not None and job.n_slots > job.total_ticks * job.tick_size:
+        cap = job.total_ticks * job.tick_size
+        runs = f" × --runs {job.runs}" if job.runs > 1 else ""
+        warn(f"the input holds {job.n_slots:,} records but --horizon_ticks {job.horizon_ticks}{runs} × --tick_size "
              f"{job.tick_size} = {cap:,} slots: the records from slot {cap:,} on will be dropped (the slot count "
              f"is public: ceil({job.n_slots:,} / {job.tick_size}) = {math.ceil(job.n_slots / job.tick_size)} ticks "
              f"would hold them all)")
     if job.clock == "event_time":
         from pipelines.summary import horizon_span
-        log.info("dpstream: event-time horizon: ticks 1..%d of %g s span %s%s", job.horizon_ticks,
+        log.info("dpstream: event-time horizon: ticks 1..%d of %g s span %s%s", job.total_ticks,
                  job.tick_seconds, horizon_span(job), "" if job.t_start_given else " (from the launch time)")
     tmp = tempfile.mkdtemp(prefix="dpstream-beam-")
     result = _run_with_tempdir(p, tmp)

@@ -52,7 +52,7 @@ class ReleaseProgress(beam.DoFn):
     def process(self, rel):
         now = time.time()
         self._done += 1
-        tick = int(rel.get("tick", 0))
+        tick = int(rel.get("global_tick", rel.get("tick", 0)))  # runs: the stream clock's tick
         self._max_tick = max(self._max_tick, tick)
         if self._first is None:
             self._first = now

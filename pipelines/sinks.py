@@ -17,10 +17,11 @@ def is_topic(dest: str) -> bool:
 
 
 def release_message(rel: dict):
-    """One Pub/Sub message per release: the JSON release, attributes tick and epoch."""
+    """One Pub/Sub message per release: the JSON release, attributes tick, epoch, run and global_tick."""
     from apache_beam.io.gcp.pubsub import PubsubMessage
     return PubsubMessage(json.dumps(rel).encode("utf-8"),
-                         {"tick": str(int(rel["tick"])), "epoch": str(int(rel["epoch"]))})
+                         {"tick": str(int(rel["tick"])), "epoch": str(int(rel["epoch"])),
+                          "run": str(int(rel.get("run", 0))), "global_tick": str(int(rel.get("global_tick", rel["tick"])))})
 
 
 class _AppendLinesFn(beam.DoFn):

@@ -85,7 +85,7 @@ def iso(seconds: float) -> str:
 def horizon_span(job) -> str:
     """The event-time clock's public horizon as a time span, for messages."""
     start = job.t_start * job.tick_seconds
-    end = (job.t_start + job.horizon_ticks) * job.tick_seconds
+    end = (job.t_start + getattr(job, "total_ticks", job.horizon_ticks)) * job.tick_seconds
     return f"[{iso(start)}, {iso(end)})"
 
 
@@ -104,7 +104,7 @@ def summary_lines(job, c: Dict[str, int]) -> List[str]:
         ("records read", read, ""),
         ("valid", valid, ""),
         ("dead-lettered", dead, f"({by_reason})" if by_reason else ""),
-        ("outside the horizon", c.get("outside_horizon", 0), f"(not in ticks 1..{job.horizon_ticks})"),
+        ("outside the horizon", c.get("outside_horizon", 0), f"(not in ticks 1..{getattr(job, 'total_ticks', job.horizon_ticks)})"),
     ]
     if job.clock == "event_time":
         rows.append(("without a timestamp", c.get("no_clock", 0), ""))
@@ -159,7 +159,7 @@ def run_warnings(job, c: Dict[str, int]) -> List[str]:
             msg += f" (first dead letter: {first['reason']}: {first['detail']})"
         out.append(msg + f"; the dead letters are in {job.dead_letter}")
     if job.clock == "position" and outside:
-        cap = job.horizon_ticks * job.tick_size
+        cap = getattr(job, "total_ticks", job.horizon_ticks) * job.tick_size
         out.append(f"{_n(outside)} records were beyond the horizon and dropped: --horizon_ticks "
                    f"{job.horizon_ticks} × --tick_size {job.tick_size} = {_n(cap)} slots, the input has more; "
                    f"raise --horizon_ticks (or --tick_size) before the run, from the public input size")

@@ -79,6 +79,36 @@ def test_batch_job_releases_exactly_what_the_engine_releases(tmp_path, seed_file
     assert _read_jsonl(out / "dead_letter.jsonl") == []
 
 
+def test_runs_job_releases_what_the_library_run_sequence_releases(tmp_path, seed_file):
+    """--runs 3 --window_runs 1: run, tick, global tick and window centers as dpstream.runs gives them."""
+    from dpstream.runs import RunSequence
+    rng = np.random.default_rng(11)
+    X = _blobs(1800, rng)
+    np.save(tmp_path / "a.npy", X)
+    out = tmp_path / "out"
+    argv = [f"--input={tmp_path}/a.npy", f"--output={out}", "--dim=2", "--radius=12", "--k=3", "--tick_size=300",
+            "--horizon_ticks=2", "--runs=3", "--window_runs=1", f"--seed_file={seed_file}", "--epsilon=1"]
+    _run_batch(argv)
+    got = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["global_tick"])
+    job, _ = job_mod.parse_args(argv)
+    seq = RunSequence(job_mod.engine_config(job), load_seed(seed_file))
+    want = [json.loads(json.dumps(seq.step(X[t * 300:(t + 1) * 300]).to_dict())) for t in range(6)]
+    assert [(r["run"], r["tick"], r["global_tick"]) for r in got] == [(r // 2, r % 2 + 1, r + 1) for r in range(6)]
+    assert [r["window_first_run"] for r in got] == [0, 0, 0, 0, 1, 1]
+    assert got == want
+    assert got[2]["window_centers"] != got[2]["centers"]  # run 1's window also holds run 0's coreset
+
+
+def test_runs_options_are_checked(tmp_path):
+    base = ["--builtin_n=1000", "--tick_size=500", f"--output={tmp_path}/out"]
+    for bad, words in ((["--runs=0"], "--runs must be"), (["--window_runs=-1"], "--window_runs must be"),
+                       (["--runs=2", "--semicoreset=snap"], "bicriteria")):
+        with pytest.raises(job_mod.OptionError, match=words):
+            job_mod.parse_args(base + bad)
+    job, _ = job_mod.parse_args(base + ["--runs=4"])
+    assert (job.runs, job.total_ticks, job_mod.tick_clock(job).horizon_ticks) == (4, 8, 8)
+
+
 def test_dead_letters_keep_their_slots_and_every_good_point_is_processed(tmp_path, seed_file):
     rng = np.random.default_rng(2)
     X = _blobs(600, rng)
