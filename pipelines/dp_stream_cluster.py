@@ -113,11 +113,12 @@ def build_parser() -> argparse.ArgumentParser:
                                      "itself. Required for timestamped files; Pub/Sub default: the launch time")
     g.add_argument("--horizon_ticks", type=int, help="public horizon T of one run: ticks 1..T release, later records "
                                                      "go to the next run or are dropped (required with an input)")
-    g.add_argument("--runs", type=int, default=1,
+    g.add_argument("--runs", default="1",
                    help="consecutive runs of T ticks (public): run r holds global ticks r·T+1 .. (r+1)·T with fresh "
                         "mechanisms, noise keys and budget ε — records of different runs are disjoint, so every "
                         "release stays (ε, δ)-DP per record (parallel composition). A months-long stream sets a "
-                        "large N (the guarantee does not depend on it) (default 1)")
+                        "large N or 'unbounded' (Pub/Sub: runs until cancelled; the guarantee does not depend on the number) "
+                        "(default 1)")
     g.add_argument("--window_runs", type=int, default=1,
                    help="each release also carries window_centers: the released coresets of the last W closed runs "
                         "and the current one, merged (post-processing, no budget); 0 = all runs (default 1)")
@@ -191,13 +192,13 @@ class Job:
     max_clock_skew_seconds: float = DEFAULT_SKEW  # Pub/Sub: payload ts vs publish time, and clocks vs each other
     point_shards: int = DEFAULT_POINT_SHARDS  # keys of the per-point stages (public; releases do not depend on it)
     tick_timer: str = "batch"  # "batch" (one firing) | "looping" (one per tick; streaming)
-    runs: int = 1  # consecutive runs of horizon_ticks ticks each (public)
+    runs: Optional[int] = 1  # consecutive runs of horizon_ticks ticks each (public); None: unbounded
     window_runs: int = 1  # closed runs merged into each release's window_centers (0: all)
 
     @property
-    def total_ticks(self) -> int:
-        """Ticks of the whole job: runs × T (the clock's horizon)."""
-        return self.runs * self.horizon_ticks
+    def total_ticks(self) -> Optional[int]:
+        """Ticks of the whole job: runs × T (the clock's horizon); None with unbounded runs."""
+        return None if self.runs is None else self.runs * self.horizon_ticks
 
     @property
     def releases_path(self) -> Optional[str]:
@@ -337,12 +338,23 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
                           "releases; it must not be derived from the data)")
     if horizon < 1:
         raise OptionError(f"--horizon_ticks must be >= 1, got {horizon}")
-    if not 1 <= ns.runs <= MAX_RUNS:
-        raise OptionError(f"--runs must be an integer in [1, {MAX_RUNS:,}], got {ns.runs}")
+    runs_arg = str(ns.runs).strip().lower()
+    if runs_arg == "unbounded":
+        if not streaming:
+            raise OptionError("--runs unbounded needs a Pub/Sub input (a file or the built-in stream ends): give a "
+                              "number of runs")
+        n_runs = None
+    else:
+        try:
+            n_runs = int(runs_arg)
+        except ValueError:
+            raise OptionError(f"--runs must be an integer or 'unbounded', got {ns.runs!r}") from None
+        if not 1 <= n_runs <= MAX_RUNS:
+            raise OptionError(f"--runs must be an integer in [1, {MAX_RUNS:,}] or 'unbounded', got {ns.runs}")
     if ns.window_runs < 0:
         raise OptionError(f"--window_runs must be >= 0 (0: all runs), got {ns.window_runs}")
-    if horizon * ns.runs > MAX_TOTAL_TICKS:
-        raise OptionError(f"--runs × --horizon_ticks = {horizon * ns.runs:,} ticks: at most {MAX_TOTAL_TICKS:,} "
+    if n_runs is not None and horizon * n_runs > MAX_TOTAL_TICKS:
+        raise OptionError(f"--runs × --horizon_ticks = {horizon * n_runs:,} ticks: at most {MAX_TOTAL_TICKS:,} "
                           f"(keys pack the tick with the shard into 63 bits); lower --runs")
 
     lateness = None
@@ -390,13 +402,13 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
               seed_registry=ns.seed_registry,
               clock=clock, tick_size=tick_size, tick_seconds=tick_seconds, t_start=t_start,
               horizon_ticks=horizon, allowed_lateness_seconds=lateness, streaming=streaming, runner=runner,
-              report=ns.report, t_start_given=ns.t_start is not None, runs=int(ns.runs),
+              report=ns.report, t_start_given=ns.t_start is not None, runs=n_runs,
               window_runs=int(ns.window_runs))
     cfg = engine_config(job)  # validates k, ε, δ, radius … with the engine's own messages
-    if job.runs > 1 and cfg.bicriteria:
+    if job.runs != 1 and cfg.bicriteria:
         raise OptionError("--runs > 1 needs the default ring centers: the bicriteria stages (--semicoreset snap) "
                           "span one run; use --runs 1 or drop --semicoreset snap")
-    if clock == "position" and job.total_ticks * tick_size > 2 ** 62:
+    if clock == "position" and job.total_ticks is not None and job.total_ticks * tick_size > 2 ** 62:
         raise OptionError(f"--runs × --horizon_ticks × --tick_size = {job.total_ticks * tick_size:,} slots: at most "
                           f"2**62; lower --runs")
     if ns.csv_header and source != "files":
@@ -672,11 +684,12 @@ def launch(job: Job, beam_args: List[str], wait: bool = True):
     opts = pipeline_options(job, beam_args)
     p = beam.Pipeline(options=opts)
     build(p, job, seed_path)
-    log.info("dpstream: %s input, %s clock, T=%d ticks × %d run(s), k=%d, d=%d, epsilon=%g, delta=%g, runner %s",
-             job.source, job.clock, job.horizon_ticks, job.runs, job.k, job.dim, job.epsilon, job.delta, job.runner)
+    log.info("dpstream: %s input, %s clock, T=%d ticks × %s run(s), k=%d, d=%d, epsilon=%g, delta=%g, runner %s",
+             job.source, job.clock, job.horizon_ticks, "unbounded" if job.runs is None else job.runs, job.k, job.dim, job.epsilon, job.delta, job.runner)
     for note in job.notes or []:
         warn(note)
-    if job.clock == "position" and job.n_slots is not None and job.n_slots > job.total_ticks * job.tick_size:
+    if job.clock == "position" and job.n_slots is not None and job.total_ticks is not None \
+            and job.n_slots > job.total_ticks * job.tick_size:
         cap = job.total_ticks * job.tick_size
         runs = f" × --runs {job.runs}" if job.runs > 1 else ""
         warn(f"the input holds {job.n_slots:,} records but --horizon_ticks {job.horizon_ticks}{runs} × --tick_size "
@@ -685,7 +698,8 @@ def launch(job: Job, beam_args: List[str], wait: bool = True):
              f"would hold them all)")
     if job.clock == "event_time":
         from pipelines.summary import horizon_span
-        log.info("dpstream: event-time horizon: ticks 1..%d of %g s span %s%s", job.total_ticks,
+        log.info("dpstream: event-time horizon: ticks 1..%s of %g s span %s%s",
+                 "∞" if job.total_ticks is None else job.total_ticks,
                  job.tick_seconds, horizon_span(job), "" if job.t_start_given else " (from the launch time)")
     tmp = tempfile.mkdtemp(prefix="dpstream-beam-")
     result = _run_with_tempdir(p, tmp)

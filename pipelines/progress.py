@@ -42,7 +42,7 @@ class ReleaseProgress(beam.DoFn):
     """Logs ``tick i/T released``, the rate and the ETA, rate-limited; outputs nothing."""
 
     def __init__(self, horizon_ticks: int, launched: float, every_seconds: float):
-        self.horizon_ticks = int(horizon_ticks)
+        self.horizon_ticks = None if horizon_ticks is None else int(horizon_ticks)  # None: unbounded runs
         self.launched = float(launched)
         self.every_seconds = float(every_seconds)
 
@@ -56,11 +56,15 @@ class ReleaseProgress(beam.DoFn):
         self._max_tick = max(self._max_tick, tick)
         if self._first is None:
             self._first = now
-        final = self._max_tick >= self.horizon_ticks
+        T = self.horizon_ticks
+        final = T is not None and self._max_tick >= T
         if not final and now - self._last_log < self.every_seconds:
             return
         self._last_log = now
-        T = self.horizon_ticks
+        if T is None:  # unbounded runs: no end to count down to
+            _log.info(f"dpstream: progress: tick {self._max_tick} released (run {rel.get('run', 0)}, tick "
+                      f"{rel.get('tick', self._max_tick)} of it)")
+            return
         parts = [f"dpstream: progress: tick {self._max_tick}/{T} released ({100 * self._max_tick // T}%)"]
         elapsed = now - self.launched
         est = rel.get("count_estimate")

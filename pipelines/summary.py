@@ -85,7 +85,10 @@ def iso(seconds: float) -> str:
 def horizon_span(job) -> str:
     """The event-time clock's public horizon as a time span, for messages."""
     start = job.t_start * job.tick_seconds
-    end = (job.t_start + getattr(job, "total_ticks", job.horizon_ticks)) * job.tick_seconds
+    total = getattr(job, "total_ticks", job.horizon_ticks)
+    if total is None:  # unbounded runs
+        return f"[{iso(start)}, ∞)"
+    end = (job.t_start + total) * job.tick_seconds
     return f"[{iso(start)}, {iso(end)})"
 
 
@@ -104,7 +107,7 @@ def summary_lines(job, c: Dict[str, int]) -> List[str]:
         ("records read", read, ""),
         ("valid", valid, ""),
         ("dead-lettered", dead, f"({by_reason})" if by_reason else ""),
-        ("outside the horizon", c.get("outside_horizon", 0), f"(not in ticks 1..{getattr(job, 'total_ticks', job.horizon_ticks)})"),
+        ("outside the horizon", c.get("outside_horizon", 0), f"(not in ticks 1..{getattr(job, 'total_ticks', job.horizon_ticks) or '∞'})"),
     ]
     if job.clock == "event_time":
         rows.append(("without a timestamp", c.get("no_clock", 0), ""))

@@ -76,6 +76,7 @@ from transforms.parse import NAMESPACE, ParsedBatch, _as_seconds
 
 _US = 1_000_000
 _MAX_ABS_TS = 9.0e12  # seconds; |ts| * 1e6 stays exact-ish and inside int64
+UNBOUNDED_LAST_TICK = 2 ** 40 - 1  # runs without end: shard · 2**40 + tick stays inside int64 for 2**20 shards
 
 
 # --------------------------------------------------------------------------- the clock
@@ -90,15 +91,18 @@ class TickClock:
 
     def __init__(self, clock: str = "position", *, tick_size: Optional[int] = None,
                  tick_seconds: Optional[float] = None, t_start: Optional[int] = None,
-                 horizon_ticks: int, n_shards: int = 1):
+                 horizon_ticks: Optional[int], n_shards: int = 1):
         if clock not in self.CLOCKS:
             raise ValueError(f"clock must be one of {self.CLOCKS}, got {clock!r}")
-        if not _is_int(horizon_ticks) or horizon_ticks < 1:
+        if horizon_ticks is None and clock != "event_time":
+            raise ValueError("an unbounded horizon (runs without end) needs the event_time clock")
+        if horizon_ticks is not None and (not _is_int(horizon_ticks) or horizon_ticks < 1):
             raise ValueError(f"horizon_ticks must be an integer >= 1 (the public horizon T), got {horizon_ticks!r}")
         if not _is_int(n_shards) or not 1 <= n_shards <= 1 << 20:
             raise ValueError(f"n_shards must be an integer in [1, 2**20], got {n_shards!r}")
         self.clock = clock
-        self.horizon_ticks = int(horizon_ticks)
+        # None: runs without end (a stream of consecutive runs); ticks then stop only at the key width
+        self.horizon_ticks = None if horizon_ticks is None else int(horizon_ticks)
         self.n_shards = int(n_shards)
         if clock == "position":
             if not _is_int(tick_size) or tick_size < 1:
@@ -151,10 +155,15 @@ class TickClock:
         s = -1 if slot is None or slot < 0 or slot >= 2 ** 62 else int(slot)
         t = int(self.ticks(np.array([s], dtype=np.int64),
                            np.array([np.nan if ts is None else float(ts)]))[0])
-        return t if 1 <= t <= self.horizon_ticks else None
+        return t if 1 <= t <= self.last_tick else None
+
+    @property
+    def last_tick(self) -> int:
+        """The last tick admitted: the horizon, or (unbounded) the largest tick the shard keys can hold."""
+        return UNBOUNDED_LAST_TICK if self.horizon_ticks is None else self.horizon_ticks
 
     def in_horizon(self, ticks: np.ndarray) -> np.ndarray:
-        return (ticks >= 1) & (ticks <= self.horizon_ticks)
+        return (ticks >= 1) & (ticks <= self.last_tick)
 
     # -- times
     def tick_start(self, tick: int) -> Timestamp:
@@ -369,7 +378,7 @@ class _AssignTicksFn(beam.DoFn):
             self._c_ticked.inc(int(idx.size))
             pts = all_pts[idx]
             mids = mids_all[idx]
-            key = shards[idx] * (clock.horizon_ticks + 1) + ticks[idx]
+            key = shards[idx] * (clock.last_tick + 1) + ticks[idx]
             order = np.argsort(key, kind="stable")
             cuts = np.flatnonzero(np.diff(key[order])) + 1
             for grp in np.split(order, cuts):
@@ -427,6 +436,8 @@ class _EmptyTicksFn(beam.DoFn):
 
     def process(self, _):
         empty = _empty_partial(self.dim)
+        if self.clock.horizon_ticks is None:
+            raise ValueError("emit_empty_ticks needs a bounded horizon")
         for tick in range(1, self.clock.horizon_ticks + 1):
             ts = self.clock.tick_start(tick)
             for shard in range(self.clock.n_shards):

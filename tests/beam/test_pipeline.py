@@ -102,11 +102,19 @@ def test_runs_job_releases_what_the_library_run_sequence_releases(tmp_path, seed
 def test_runs_options_are_checked(tmp_path):
     base = ["--builtin_n=1000", "--tick_size=500", f"--output={tmp_path}/out"]
     for bad, words in ((["--runs=0"], "--runs must be"), (["--window_runs=-1"], "--window_runs must be"),
-                       (["--runs=2", "--semicoreset=snap"], "bicriteria")):
+                       (["--runs=2", "--semicoreset=snap"], "bicriteria"),
+                       (["--runs=unbounded"], "needs a Pub/Sub input"), (["--runs=many"], "--runs must be")):
         with pytest.raises(job_mod.OptionError, match=words):
             job_mod.parse_args(base + bad)
     job, _ = job_mod.parse_args(base + ["--runs=4"])
     assert (job.runs, job.total_ticks, job_mod.tick_clock(job).horizon_ticks) == (4, 8, 8)
+    job, _ = job_mod.parse_args(["--input_subscription=projects/dpstream-test/subscriptions/s", "--dim=2",
+                                 "--radius=1", "--horizon_ticks=3", "--runs=unbounded",
+                                 "--output_topic=projects/dpstream-test/topics/out", f"--dead_letter={tmp_path}/dl.jsonl"])
+    clock = job_mod.tick_clock(job)
+    assert job.runs is None and job.total_ticks is None and clock.horizon_ticks is None
+    assert clock.in_horizon(np.array([0, 1, 4, 10 ** 9])).tolist() == [False, True, True, True]
+    assert job_mod.engine_config(job).runs is None
 
 
 def test_dead_letters_keep_their_slots_and_every_good_point_is_processed(tmp_path, seed_file):

@@ -1,5 +1,5 @@
 """The streaming job on the local Pub/Sub emulator through three runs of T ticks without a restart
-(issue 11): one release per global tick, in order, each carrying its run, its tick within the run, the
+(issue 11), with ``--runs unbounded``: one release per global tick, in order, each carrying its run, its tick within the run, the
 global tick and the window's centers, each under the per-record guarantee of its run's plan."""
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ def _heartbeat(ps, topic):
     ps.publisher().publish(topic, b"", **{HEARTBEAT_ATTRIBUTE: "1"}).result(timeout=30)
 
 
-def test_streaming_job_runs_past_the_horizon_through_three_runs(tmp_path):
+def test_unbounded_streaming_job_runs_past_the_horizon_through_three_runs(tmp_path):
     seed_path = tmp_path / "seed"
     seed_path.write_text("7a1c9e0b3d5f7a9c1e3b5d7f9a1c3e5b7d9f1a3c5e7b\n")
     with LocalPubSub(prefer="emulator" if emulator_launcher() else "drongo") as ps:
@@ -35,7 +35,7 @@ def test_streaming_job_runs_past_the_horizon_through_three_runs(tmp_path):
         t_start = math.floor(time.time() / TICK_S) + LEAD_S
         argv = [f"--input_subscription={sub_in}", f"--output_topic={t_out}", f"--dead_letter={tmp_path}/dead.jsonl",
                 "--dim=2", "--radius=12", "--k=3", f"--tick_seconds={TICK_S}", f"--t_start={t_start * TICK_S:.0f}",
-                f"--horizon_ticks={T}", f"--runs={RUNS}", "--window_runs=0", "--allowed_lateness_seconds=5",
+                f"--horizon_ticks={T}", "--runs=unbounded", "--window_runs=0", "--allowed_lateness_seconds=5",
                 f"--seed_file={seed_path}", "--epsilon=2"]
         result = job_mod.run(argv)
         stop = threading.Event()
@@ -67,6 +67,7 @@ def test_streaming_job_runs_past_the_horizon_through_three_runs(tmp_path):
         counts = job_mod.operator_counts(result)
 
     msgs = sorted(msgs, key=lambda m: m.publish_time.timestamp())
+    msgs = [m for m in msgs if int(m.attributes["global_tick"]) <= T * RUNS]  # unbounded: later ticks go on
     rels = [json.loads(m.data) for m in msgs]
     # every global tick released once, in order, through three runs, without a restart
     assert [r["global_tick"] for r in rels] == list(range(1, T * RUNS + 1)), [r["global_tick"] for r in rels]
@@ -81,7 +82,7 @@ def test_streaming_job_runs_past_the_horizon_through_three_runs(tmp_path):
         assert r["count_estimate"] >= 0
     # the records reached the clusterer (the engine equivalence of --runs is
     # tests/beam/test_pipeline.py::test_runs_job_releases_what_the_library_run_sequence_releases)
-    assert counts["ticks_released"] == T * RUNS, counts
+    assert counts["ticks_released"] >= T * RUNS, counts
     assert counts["points_processed"] >= 0.6 * published["points"], (counts, published)
     # each run is fresh: the DP count of its first tick is about one tick's points, not the stream's so far
     firsts = [r["count_estimate"] for r in rels if r["tick"] == 1]
