@@ -73,7 +73,7 @@ def main(argv=None) -> int:
                     f"--dead_letter={tmp}/dead_letter.jsonl", f"--dim={d}", f"--radius={radius}", f"--k={k}",
                     f"--tick_seconds={args.tick_seconds}", f"--t_start={t_start * args.tick_seconds!r}",
                     f"--horizon_ticks={args.ticks}", f"--runs={args.runs}", f"--window_runs={args.window_runs}",
-                    f"--allowed_lateness_seconds={args.tick_seconds}",
+                    f"--allowed_lateness_seconds={2 * args.tick_seconds}",
                     f"--epsilon={args.epsilon}", f"--seed_file={seed}"]
         print("job: python -m pipelines.dp_stream_cluster " + " ".join(argv_job))
         result = job_mod.run(argv_job)
