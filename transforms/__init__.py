@@ -1,7 +1,5 @@
 """Apache Beam transforms of dpstream (DESIGN.md §4).
 
-Only the front of the pipeline lives here so far:
-
 * :class:`~transforms.parse.ParsePoints` — raw records (JSON, CSV, numpy) to
   validated float64 points, with a ``dead_letter`` output for everything else;
 * :class:`~transforms.ticks.BatchIntoTicks` — points to numpy batches keyed by
@@ -12,15 +10,13 @@ Only the front of the pipeline lives here so far:
   window :func:`~transforms.ticks.redelivery_window` derives from the tick length,
   the close delay and the clock skew.
 
-* :class:`~transforms.cluster.ClusterTicks` — the engine (Alg. 1) held in Beam
-  state under one key, stepped once per public tick (batch: one timer firing;
-  streaming: a looping, guarded tick timer), one release per tick 1..T.
+* :class:`~transforms.cluster.ClusterTicks` — Alg. 1 as keyed stages over the core's components
+  (ShardTicks → EpochPlan → RouteByEpoch → per epoch AssignRings / RingMergeReduce / EpochClose →
+  ReleaseCoreset → ClusterCoreset; ``transforms/cluster.py``, ``epoch_stages.py``,
+  ``release_stages.py``; ``docs/beam-graph.md``), one release per tick of every run; the bicriteria
+  (Alg. 2) as BicriteriaCenters and CenterRegistry (``transforms/bicriteria.py``).
 
-The sharded decomposition of DESIGN §4 (BicriteriaCenters, CenterRegistry,
-AssignRings, RingMergeReduce as separate keyed stages) is not built yet;
-ClusterTicks runs those steps in one keyed stage (docs/beam-job-plan.md).
-
-All three are importable without running a pipeline; the modules import
+All are importable without running a pipeline; the modules import
 ``apache_beam`` at import time, so import them only where Beam is installed.
 """
 from transforms.parse import (  # noqa: F401

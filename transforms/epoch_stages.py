@@ -1,0 +1,262 @@
+"""The per-epoch copies of the clustering stages (Alg. 1's loop over epochs, unrolled over the public
+epoch indices e < ⌊log2 T⌋ + 2): :class:`AssignRings` (key (run, point shard)), RingMergeReduce (key
+(run, epoch, ring): the ring's sparse vector, block and DP-Merge-Reduce levels, Alg. 4/5) and
+:class:`EpochClose` (key run: the epoch's coreset and the next epoch's ring centers), wired by
+:class:`EpochStages`. See ``transforms/cluster.py`` and ``docs/beam-graph.md``."""
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+
+import apache_beam as beam
+from apache_beam.coders import BytesCoder, PickleCoder
+from apache_beam.transforms import userstate
+
+from dpstream import epochs
+from dpstream.merge_reduce import RingMergeReduce as _Ring, reduce as _reduce
+from dpstream.rings import assign_parts
+from dpstream.semicoresets import WeightedSet
+from dpstream.sparse_vector import LevelZeroAboveThreshold
+
+from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, _Job,
+    _Run, _StageFn, _load, _measured, _open, _store)
+
+
+# --------------------------------------------------------------------------- AssignRings
+
+class _AssignRingsFn(_StageFn):
+    STAGE = "AssignRings"
+    STATE = userstate.ReadModifyWriteStateSpec("dpstream_assign_state", BytesCoder())
+
+    def __init__(self, job: _Job, epoch: int, label: str = None):
+        super().__init__(job, label)
+        self.epoch = int(epoch)
+
+    def setup(self):
+        super().setup()
+        self._dirs = {}
+
+    def _directions(self, r: int, ctx: _Run):
+        V = self._dirs.get(r)
+        if V is None:
+            self._dirs.clear()
+            V = self._dirs[r] = [ctx.A.directions(("A", self.epoch, i)) for i in range(self.job.n_rings)]
+        return V
+
+    @_measured
+    def process(self, element, state=beam.DoFn.StateParam(STATE)):
+        key, item = element
+        item = _open(item)
+        r, s = key
+        job, cfg, e = self.job, self.job.cfg, self.epoch
+        st = _load(state) or {"centers": cfg.center_vec[None, :].copy() if e == 0 else None, "pending": [],
+                              "n": 0, "span": None, "prev": None}
+        if item[0] == "tick":
+            st["pending"].extend(item[1])
+        else:  # ("centers", F, coresets | None): this epoch's ring centers, from EpochClose of epoch e − 1
+            st["centers"] = np.asarray(item[1], dtype=float)
+            st["prev"] = item[2]  # shard 0 only: the closed epochs' coresets, passed on to ring 0
+        C = st["centers"]
+        if C is None or not st["pending"]:
+            _store(state, st)
+            self._stats.note(key, points=sum(len(x) for _, x, _ in st["pending"]))
+            return
+        ctx = self.run(r)
+        V = self._directions(r, ctx)
+        I = job.n_rings
+        pending = st["pending"]
+        X = np.concatenate([x for _, x, _ in pending]) if pending else np.zeros((0, cfg.dim))
+        tix = np.repeat(np.arange(len(pending)), [len(x) for _, x, _ in pending])
+        if len(X):
+            ring, f = assign_parts(X, C, cfg.ring_base, cfg.n_rings, cfg.ring_ratio)
+            order = np.argsort(ring, kind="stable")
+            bounds = np.searchsorted(ring[order], np.arange(I + 1))
+        else:
+            order, bounds = np.zeros(0, dtype=np.int64), np.zeros(I + 1, dtype=np.int64)
+        out = []
+        for i in range(I):  # every ring, empty ones included (heartbeats): a loop over rings, not points
+            blk = ctx.A.open_block(C, np.full(C.shape[0], float(cfg.ring_radius(i))), ("A", e, i), directions=V[i])
+            sel = order[bounds[i]:bounds[i + 1]]
+            parts = blk.partials(X[sel], f[sel] if len(X) else sel, tix[sel], len(pending))  # one pass per ring
+            out.append([(t, part, p) for (t, _, p), part in zip(pending, parts)])
+        for t, _, p in pending:
+            if p.adopt or p.final:
+                st["span"] = t - p.first + 1
+        st["n"] += len(st["pending"])
+        st["pending"] = []
+        # the closed epochs' coresets (shard 0 only) go once, with this shard's first parts: ring 0
+        # cannot complete a tick without them, so it holds them before its epoch can close
+        prev, st["prev"] = st.get("prev"), None
+        if st["span"] is not None and st["n"] >= st["span"]:
+            state.clear()  # the epoch's last tick is out: this key is done
+        else:
+            _store(state, st)
+        for i in range(I):
+            yield (r, i), Msg(("part", s, C, out[i], prev if i == 0 else None))
+        self._stats.note(key)
+
+
+# --------------------------------------------------------------------------- RingMergeReduce
+
+class _RingFn(_StageFn):
+    STAGE = "RingMergeReduce"
+    STATE = userstate.ReadModifyWriteStateSpec("dpstream_ring_state", BytesCoder())
+    INBOX = userstate.BagStateSpec("dpstream_ring_inbox", PickleCoder())
+
+    def __init__(self, job: _Job, epoch: int, label: str = None):
+        super().__init__(job, label)
+        self.epoch = int(epoch)
+
+    @_measured
+    def process(self, element, state=beam.DoFn.StateParam(STATE), inbox=beam.DoFn.StateParam(INBOX)):
+        key, item = element
+        item = _open(item)
+        r, i = key
+        job, cfg, e = self.job, self.job.cfg, self.epoch
+        st = _load(state) or {"ring": None, "svt": None, "have": {}, "next": None, "C": None, "prev": None}
+        _, s, C, entries, prev = item
+        st["C"] = C
+        if prev is not None:  # ring 0 of epoch e > 0: the closed epochs' coresets, for EpochClose[e]
+            st["prev"] = prev
+        for t, part, p in entries:
+            st["have"][t] = st["have"].get(t, 0) + 1
+            if st["next"] is None:
+                st["next"] = p.first
+        if st["have"].get(st["next"], 0) < job.n_shards:  # tick `next` is not complete: wait (data gating)
+            inbox.add((s, entries))
+            _store(state, st)
+            self._stats.note(key)
+            return
+        # the inbox (a bag: appends cost one small write) holds what arrived before; read it once
+        st["pending"], st["plans"] = {}, {}
+        for sh, ents in list(inbox.read()) + [(s, entries)]:
+            for t, part, p in ents:
+                st["pending"].setdefault(t, {})[sh] = part
+                st["plans"][t] = p
+        inbox.clear()
+        ctx = self.run(r)
+        ring = svt = None
+        recs, closing, done = [], None, False
+        while not done and len(st["pending"].get(st["next"], ())) == job.n_shards:
+            t = st["next"]
+            parts, p = st["pending"].pop(t), st["plans"].pop(t)
+            if ring is None:
+                ring = (_Ring(cfg, ctx.noise, ctx.A, e, i, st["C"]) if st["ring"] is None
+                        else _Ring.from_state(st["ring"], cfg, ctx.noise, ctx.A))
+                svt = st["svt"] or LevelZeroAboveThreshold(cfg.n_rings, ctx.block_size, ctx.plan.svt_scale,
+                                                           ctx.noise, ("svt", e), index=i)
+                svt.noise = ctx.noise
+                unmerged = []  # this firing's partial sketches not yet in the block (sums of integers)
+            unmerged.extend(parts[sh] for sh in sorted(parts))
+            n = sum(int(parts[sh][-1]) for sh in parts)
+            before = list(ring.levels)
+            release = bool(svt.step(t, np.array([n], dtype=np.int64))[0])
+            if release or (p.flush and ring.last_release != t):  # a fire, or the flush (epoch change, t = 1, T)
+                ring.block.merge_many(unmerged)
+                unmerged = []
+                ring.release_block(t)
+            changed = ring.last_release == t
+            delta = [(j, lv) for j, lv in enumerate(ring.levels)
+                     if j >= len(before) or lv is not before[j]] if changed else None
+            recs.append((t, changed, delta, len(ring.levels)))
+            if p.adopt:
+                closing = (t, ring.released(), p.candidates)
+            st["next"] = t + 1
+            done = p.adopt or p.final
+        floats = 0
+        if ring is not None and unmerged:
+            ring.block.merge_many(unmerged)  # the state written holds one compact table
+        pending, plans = st.pop("pending"), st.pop("plans")
+        for t in [t for t in st["have"] if t < st["next"]]:
+            del st["have"][t]
+        if done:
+            state.clear()
+            inbox.clear()
+        else:
+            by_shard = {}
+            for t in sorted(pending):  # later ticks wait in the inbox again
+                for sh, part in pending[t].items():
+                    by_shard.setdefault(sh, []).append((t, part, plans[t]))
+            for sh in sorted(by_shard):
+                inbox.add((sh, by_shard[sh]))
+            if ring is not None:
+                svt.noise = None  # never pickled (re-attached after every read)
+                st["ring"], st["svt"] = ring.state(), svt
+                floats = ring.state_floats()
+            _store(state, st)
+        if recs:
+            yield RELEASE_KEY, Msg(("ring", r, e, i, recs))
+        if closing is not None:
+            yield beam.pvalue.TaggedOutput("close", (r, Msg(("ring", i) + closing + (st["prev"] if i == 0 else None,))))
+        self._stats.note(key, floats=floats,
+                         points=ring.block.n if ring is not None and not done else 0)
+
+
+# --------------------------------------------------------------------------- EpochClose
+
+class _EpochCloseFn(_StageFn):
+    STAGE = "EpochClose"
+    STATE = userstate.ReadModifyWriteStateSpec("dpstream_close_state", BytesCoder())
+
+    def __init__(self, job: _Job, epoch: int, label: str = None):
+        super().__init__(job, label)
+        self.epoch = int(epoch)
+
+    @_measured
+    def process(self, element, state=beam.DoFn.StateParam(STATE)):
+        r, item = element
+        item = _open(item)
+        job, cfg, e = self.job, self.job.cfg, self.epoch
+        st = _load(state) or {"sets": {}, "t": None, "candidates": None, "prev": [] if e == 0 else None}
+        _, i, t, S, cand, prev = item  # ring i's released set at the adoption tick t (ring 0: + the
+        st["sets"][i], st["t"], st["candidates"] = S, t, cand  # coresets of the epochs before e)
+        if prev is not None:
+            st["prev"] = prev
+        if len(st["sets"]) < job.n_rings or st["prev"] is None:
+            _store(state, st)
+            self._stats.note(r)
+            return
+        state.clear()
+        ctx, t = self.run(r), st["t"]
+        S = WeightedSet.concat([st["sets"][i] for i in range(job.n_rings)], cfg.dim)
+        coresets = list(st["prev"]) + [_reduce(cfg, ctx.noise, S, ("B", e, "epoch", t), job.z)]
+        pts, w = epochs.release_sample(cfg, ctx.noise, WeightedSet.concat(coresets, cfg.dim), e + 1, t, job.z)
+        centers = epochs.release_centers(cfg, ctx.noise, pts, w, e + 1, t)
+        F = np.vstack([st["candidates"], epochs.ring_centers(cfg, ctx.noise, pts, w, centers, e + 1, t)])
+        # the next epoch's ring centers to every shard; the coresets so far ride with shard 0's copy
+        # (AssignRings[e+1] shard 0 → RingMergeReduce[e+1] ring 0 → EpochClose[e+1]): a direct edge
+        # EpochClose[e] → EpochClose[e+1] would double, copy after copy, the (empty) bundles the
+        # BundleBasedDirectRunner runs for every upstream bundle (measured: 544 per key-stage of
+        # copy 4 at T = 8, 12,770 bundles in all)
+        msg = Msg(("centers", F, None))
+        for s in range(job.n_shards):
+            yield (r, s), (Msg(("centers", F, coresets)) if s == 0 else msg)
+        self._stats.note(r)
+
+
+class EpochStages(beam.PTransform):
+    """The copy of the per-epoch stages for epoch index e: ``AssignRings`` → ``RingMergeReduce`` →
+    ``EpochClose``. Input: (routed ticks of epoch e, ring centers — with the closed epochs'
+    coresets for shard 0 — from copy e − 1 or None); output: (ring records for ReleaseCoreset,
+    centers and coresets for copy e + 1, or None for the last copy)."""
+
+    def __init__(self, job: _Job, epoch: int, label: Optional[str] = None):
+        super().__init__(label)
+        self.job, self.epoch = job, int(epoch)
+
+    def expand(self, pcolls):
+        ticks, centers = pcolls["ticks"], pcolls.get("centers")
+        e = self.epoch
+        ins = (ticks,) if centers is None else (ticks, centers)
+        routed = ins | "AssignInputs" >> beam.Flatten().with_output_types(PairKeyed)
+        parts = (routed | "AssignRings" >> beam.ParDo(_AssignRingsFn(self.job, e, f"AssignRings[{e}]"))
+                 .with_input_types(PairKeyed).with_output_types(PairKeyed))
+        rings = (parts | "RingMergeReduce" >> beam.ParDo(_RingFn(self.job, e, f"RingMergeReduce[{e}]"))
+                 .with_input_types(PairKeyed).with_outputs("close", main="release"))
+        if e + 1 >= self.job.n_epochs:  # the last epoch index: no adoption (rules.max_epochs)
+            return rings.release, None
+        closed = ((rings.close,) | "CloseInputs" >> beam.Flatten().with_output_types(IntKeyed)  # typed: a deterministic key coder
+                  | "EpochClose" >> beam.ParDo(_EpochCloseFn(self.job, e, f"EpochClose[{e}]"))
+                  .with_input_types(IntKeyed).with_output_types(PairKeyed))
+        return rings.release, closed

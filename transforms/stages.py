@@ -1,0 +1,155 @@
+"""What every keyed clustering stage of the Beam job shares (``transforms/cluster.py`` wires them):
+the seed read from a file in ``setup`` (never pickled), the per-run noise sources and privacy plan
+(:class:`_Run`), the job's public parameters (:class:`_Job`), state values read and written once per
+element, and per-key telemetry for the benchmarks (``DPSTREAM_KEY_STATS``)."""
+from __future__ import annotations
+
+import functools
+import pickle
+from collections import OrderedDict
+from typing import Any, Tuple
+
+import numpy as np
+
+import apache_beam as beam
+from apache_beam.io.filesystems import FileSystems
+
+from dpstream import rules
+from dpstream.noise import NoiseSource, fingerprint
+from dpstream.params import EngineConfig
+from dpstream.privacy import PrivacyPlan
+from dpstream.semicoresets import make_semicoreset
+from transforms.keystats import KeyStats
+from transforms.tick_timer import TickSchedule
+from transforms.ticks import _Partial
+
+
+RELEASE_KEY = 0
+IntKeyed = Tuple[int, Any]
+PairKeyed = Tuple[Tuple[int, int], Any]
+
+
+def load_seed(path: str) -> bytes:
+    """The secret master seed from a file (local path or any Beam filesystem URL).
+    Surrounding whitespace is ignored; at least 16 bytes are required."""
+    with FileSystems.open(path) as fh:
+        data = fh.read().strip()
+    if len(data) < 16:
+        raise ValueError(f"the seed file {path} must hold at least 16 bytes (e.g. `head -c 32 /dev/urandom | "
+                         f"base64 > {path}`)")
+    return bytes(data)
+
+
+def _as_partial(points, dim: int) -> _Partial:
+    if isinstance(points, _Partial):
+        return points
+    pts = np.asarray(points, dtype=np.float64).reshape(-1, dim)
+    m = pts.shape[0]
+    return _Partial(pts, np.full(m, -1, np.int64), np.full(m, np.nan), np.array([""] * m, dtype=str))
+
+
+# --------------------------------------------------------------------------- shared per process
+
+class Msg:
+    """One message between two stages, encoded as a single pickle (Beam's default coder would
+    encode a list of tuples of arrays element by element: hundreds of thousands of small pickles)."""
+    __slots__ = ("v",)
+
+    def __init__(self, v):
+        self.v = v
+
+    def __reduce__(self):
+        return Msg, (self.v,)
+
+
+def _load(state):
+    """A stage's state value: stored as one pickle (bytes), so the runner's state cache sizes one
+    object instead of walking every array of it on each read and write."""
+    raw = state.read()
+    return None if raw is None else pickle.loads(raw)
+
+
+def _store(state, value) -> None:
+    state.write(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def _open(item):
+    return item.v if isinstance(item, Msg) else item
+
+
+_PLANS: dict = {}
+
+
+class _Run:
+    """What every stage of one run shares, rebuilt on each worker (never pickled): the run's noise
+    source (its index in every key), the privacy plan (cached per process: built once), A and M."""
+
+    def __init__(self, cfg: EngineConfig, seed: bytes, run: int):
+        self.noise = NoiseSource(seed, prefix=("run", run) if run else ())
+        key = (cfg, fingerprint(seed))
+        if key not in _PLANS:
+            _PLANS[key] = PrivacyPlan.build(cfg, seed_hash=self.noise.seed_hash)
+        self.plan = _PLANS[key]
+        self.A = make_semicoreset(cfg, self.plan, self.noise)
+        self.block_size = cfg.block_size if cfg.block_size is not None else rules.block_size(
+            cfg, self.plan, self.A.leaf_threshold())
+
+
+class _Job:
+    """The public shape of a job's clustering stages (picklable: no seed)."""
+
+    def __init__(self, cfg: EngineConfig, seed_path: str, n_shards: int, schedule: TickSchedule):
+        self.cfg, self.seed_path, self.n_shards, self.schedule = cfg, seed_path, int(n_shards), schedule
+        self.T = cfg.horizon_ticks
+        self.n_rings = cfg.n_rings
+        self.n_epochs = rules.max_epochs(cfg.horizon_ticks)
+        self.z = 1 if cfg.objective == "kmedian" else 2
+
+    def split(self, g: int):
+        """Global tick g (1-based) → (run, tick within the run)."""
+        return (g - 1) // self.T, (g - 1) % self.T + 1
+
+    def glob(self, r: int, t: int) -> int:
+        return r * self.T + t
+
+
+def _measured(fn):
+    """Run a DoFn method to the end before Beam sees its outputs, so that a key's CPU time
+    (:mod:`transforms.keystats`, benchmark only) is its own work, not the downstream encoding."""
+    @functools.wraps(fn)
+    def wrapper(self, *args, **kwargs):
+        t0 = self._stats.start()
+        outs = list(fn(self, *args, **kwargs) or ())
+        self._stats.close(t0)
+        return outs
+    return wrapper
+
+
+class _StageFn(beam.DoFn):
+    """Seed, per-run objects and key telemetry of a stage."""
+
+    STAGE = "stage"
+
+    def __init__(self, job: _Job, label: str = None):
+        self.job = job
+        self.label = label or self.STAGE
+
+    def setup(self):
+        self._seed = load_seed(self.job.seed_path)
+        self._runs = OrderedDict()
+        self._stats = KeyStats(self.label)
+
+    def run(self, r: int) -> _Run:
+        ctx = self._runs.get(r)
+        if ctx is None:
+            ctx = self._runs[r] = _Run(self.job.cfg, self._seed, r)
+            while len(self._runs) > 2:
+                self._runs.popitem(last=False)
+        return ctx
+
+    def finish_bundle(self):
+        self._stats.flush()
+
+    def teardown(self):
+        if hasattr(self, "_stats"):
+            self._stats.flush()
