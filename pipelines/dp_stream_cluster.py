@@ -685,14 +685,15 @@ def launch(job: Job, beam_args: List[str], wait: bool = True):
     p = beam.Pipeline(options=opts)
     build(p, job, seed_path)
     log.info("dpstream: %s input, %s clock, T=%d ticks × %s run(s), k=%d, d=%d, epsilon=%g, delta=%g, runner %s",
-             job.source, job.clock, job.horizon_ticks, "unbounded" if job.runs is None else job.runs, job.k, job.dim, job.epsilon, job.delta, job.runner)
+             job.source, job.clock, job.horizon_ticks, "unbounded" if job.runs is None else job.runs, job.k,
+             job.dim, job.epsilon, job.delta, job.runner)
     for note in job.notes or []:
         warn(note)
     if job.clock == "position" and job.n_slots is not None and job.total_ticks is not None \
             and job.n_slots > job.total_ticks * job.tick_size:
+        from pipelines.summary import horizon_options
         cap = job.total_ticks * job.tick_size
-        runs = f" × --runs {job.runs}" if job.runs > 1 else ""
-        warn(f"the input holds {job.n_slots:,} records but --horizon_ticks {job.horizon_ticks}{runs} × --tick_size "
+        warn(f"the input holds {job.n_slots:,} records but {horizon_options(job)} × --tick_size "
              f"{job.tick_size} = {cap:,} slots: the records from slot {cap:,} on will be dropped (the slot count "
              f"is public: ceil({job.n_slots:,} / {job.tick_size}) = {math.ceil(job.n_slots / job.tick_size)} ticks "
              f"would hold them all)")

@@ -85,11 +85,15 @@ def iso(seconds: float) -> str:
 def horizon_span(job) -> str:
     """The event-time clock's public horizon as a time span, for messages."""
     start = job.t_start * job.tick_seconds
-    total = getattr(job, "total_ticks", job.horizon_ticks)
-    if total is None:  # unbounded runs
+    if job.total_ticks is None:  # unbounded runs
         return f"[{iso(start)}, ∞)"
-    end = (job.t_start + total) * job.tick_seconds
+    end = (job.t_start + job.total_ticks) * job.tick_seconds
     return f"[{iso(start)}, {iso(end)})"
+
+
+def horizon_options(job) -> str:
+    """The options that set the horizon, for messages: '--horizon_ticks T' (and '× --runs N')."""
+    return f"--horizon_ticks {job.horizon_ticks}" + (f" × --runs {job.runs}" if job.runs != 1 else "")
 
 
 def _late(c: Dict[str, int]) -> int:
@@ -107,7 +111,7 @@ def summary_lines(job, c: Dict[str, int]) -> List[str]:
         ("records read", read, ""),
         ("valid", valid, ""),
         ("dead-lettered", dead, f"({by_reason})" if by_reason else ""),
-        ("outside the horizon", c.get("outside_horizon", 0), f"(not in ticks 1..{getattr(job, 'total_ticks', job.horizon_ticks) or '∞'})"),
+        ("outside the horizon", c.get("outside_horizon", 0), f"(not in ticks 1..{job.total_ticks or '∞'})"),
     ]
     if job.clock == "event_time":
         rows.append(("without a timestamp", c.get("no_clock", 0), ""))
@@ -162,13 +166,13 @@ def run_warnings(job, c: Dict[str, int]) -> List[str]:
             msg += f" (first dead letter: {first['reason']}: {first['detail']})"
         out.append(msg + f"; the dead letters are in {job.dead_letter}")
     if job.clock == "position" and outside:
-        cap = getattr(job, "total_ticks", job.horizon_ticks) * job.tick_size
-        out.append(f"{_n(outside)} records were beyond the horizon and dropped: --horizon_ticks "
-                   f"{job.horizon_ticks} × --tick_size {job.tick_size} = {_n(cap)} slots, the input has more; "
+        cap = job.total_ticks * job.tick_size  # the position clock always has a last tick
+        out.append(f"{_n(outside)} records were beyond the horizon and dropped: {horizon_options(job)} × "
+                   f"--tick_size {job.tick_size} = {_n(cap)} slots, the input has more; "
                    f"raise --horizon_ticks (or --tick_size) before the run, from the public input size")
     timed = valid - c.get("bad_point", 0)
     if job.clock == "event_time" and outside and outside * 2 > max(1, timed):
-        hint = (f"ticks 1..{job.horizon_ticks} of --tick_seconds {job.tick_seconds:g} span {horizon_span(job)}; "
+        hint = (f"ticks 1..{job.total_ticks or '∞'} of --tick_seconds {job.tick_seconds:g} span {horizon_span(job)}; "
                 f"check --t_start (the time your data starts: ISO 8601 like 2026-12-01T10:00:00Z or Unix "
                 f"seconds), --tick_seconds and --horizon_ticks")
         if not getattr(job, "t_start_given", True):

@@ -16,6 +16,12 @@ COLORS = dict(kmeans="k", minibatch="tab:gray", diffprivlib="tab:red", dpstream=
 EPS_X = {e: (math.log2(float(e)) if e != "inf" else 4.0) for e in EPS_COLS}
 
 
+def _save(plt, fig, out: str, name: str) -> None:
+    fig.tight_layout()
+    fig.savefig(os.path.join(out, name), dpi=70)
+    plt.close(fig)
+
+
 def _grid(plt, n):
     nc = min(4, n)
     nr = math.ceil(n / nc)
@@ -49,9 +55,7 @@ def cost_vs_eps(plt, out, summary, dsets):
         ax.set_title(d, fontsize=9)
         ax.grid(alpha=0.3)
     axes.flat[0].legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "cost_vs_eps.png"), dpi=70)
-    plt.close(fig)
+    _save(plt, fig, out, "cost_vs_eps.png")
 
 
 def cost_vs_checkpoint(plt, out, summary, dsets):
@@ -74,9 +78,7 @@ def cost_vs_checkpoint(plt, out, summary, dsets):
         ax.set_title(d, fontsize=9)
         ax.grid(alpha=0.3)
     axes.flat[0].legend(fontsize=6)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "cost_vs_checkpoint.png"), dpi=70)
-    plt.close(fig)
+    _save(plt, fig, out, "cost_vs_checkpoint.png")
 
 
 def state_vs_n(plt, out, summary, meta):
@@ -99,9 +101,7 @@ def state_vs_n(plt, out, summary, meta):
     ax.set_ylabel("floats in state (ε=1)")
     ax.legend(fontsize=7)
     ax.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(os.path.join(out, "state_vs_n.png"), dpi=70)
-    plt.close(fig)
+    _save(plt, fig, out, "state_vs_n.png")
 
 
 def write_plots(out, summary, meta) -> None:

@@ -108,6 +108,10 @@ def test_runs_options_are_checked(tmp_path):
             job_mod.parse_args(base + bad)
     job, _ = job_mod.parse_args(base + ["--runs=4"])
     assert (job.runs, job.total_ticks, job_mod.tick_clock(job).horizon_ticks) == (4, 8, 8)
+    from pipelines.summary import run_warnings
+    beyond = [w for w in run_warnings(job, dict(read=1000, valid=1000, ticked=600, outside_horizon=400))
+              if "beyond the horizon" in w]
+    assert beyond and "--horizon_ticks 2 × --runs 4 × --tick_size 500 = 4,000 slots" in beyond[0], beyond
     job, _ = job_mod.parse_args(["--input_subscription=projects/dpstream-test/subscriptions/s", "--dim=2",
                                  "--radius=1", "--horizon_ticks=3", "--runs=unbounded",
                                  "--output_topic=projects/dpstream-test/topics/out", f"--dead_letter={tmp_path}/dl.jsonl"])
