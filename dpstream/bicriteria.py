@@ -13,6 +13,12 @@ absorbs their per-tick :class:`LevelReport` objects.  A record touches exactly o
 (tree, level, repetition): Q·(L+1)·R counter instances (Lemma 5; review
 finding 9 — the count and bit counters are one merged vector counter).
 
+With ``bucket_shards`` S > 1 each (tree, level)'s w buckets are cut into S contiguous ranges
+(:func:`bucket_ranges`) and the node noise of repetition r's range s is drawn under its own key, so a
+:class:`BicriteriaLevel` can hold one range (the Beam job's (tree, level, bucket shard) key) and draw
+exactly its part of the engine's noise. Decoding is per bucket, so the ranges' reports, merged in bucket
+order (:func:`merge_shard_reports`), are the level's report; their noisy totals add up.
+
 F only grows; it starts with the public center of the data ball, so rings are
 defined from the first tick.  Every reported cell centre is post-processing of
 released counters.  The DP count estimate of a release is the mean over
@@ -21,7 +27,7 @@ released counters.  The DP count estimate of a release is the mean over
 from __future__ import annotations
 
 import math
-from typing import List, NamedTuple
+from typing import List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -34,12 +40,14 @@ from .privacy import PrivacyPlan
 
 
 class LevelReport(NamedTuple):
-    """What one (tree, level) releases at a tick: per repetition, the decoded cell ids that
-    passed pruning (DP: post-processing of its counters) and its noisy bucket-size total."""
+    """What one (tree, level) — or one bucket shard of it — releases at a tick: per repetition, the
+    decoded cell ids that passed pruning (DP: post-processing of its counters) and its noisy
+    bucket-size total (over the shard's buckets)."""
     q: int
     level: int
-    found: list    # [(r, ids ndarray (m, d) int64)], r ascending
+    found: list    # [(r, ids ndarray (m, d) int64)], r ascending, bucket order within r
     totals: list   # [float] per repetition
+    shard: int = 0
 
 
 def _tau_min(cfg: EngineConfig, plan: PrivacyPlan, lv: int) -> float:
@@ -50,6 +58,38 @@ def _tau_min(cfg: EngineConfig, plan: PrivacyPlan, lv: int) -> float:
 
 def _level_width(cfg: EngineConfig, lv: int) -> int:
     return cfg.buckets * (1 + cfg.id_bits(lv)) * cfg.n_reps
+
+
+def bucket_ranges(cfg: EngineConfig) -> List[Tuple[int, int]]:
+    """The S = ``cfg.bucket_shards`` contiguous bucket ranges [j0, j1) of a (tree, level), public."""
+    w, n = cfg.buckets, cfg.bucket_shards
+    return [(s * w // n, (s + 1) * w // n) for s in range(n)]
+
+
+def level_segments(cfg: EngineConfig, q: int, lv: int, offset: int = 0, shard: Optional[int] = None):
+    """The noise-key segments ``[(subkey, start, stop)]`` of (tree, level) — of its bucket shard ``shard``
+    alone if given — laid out from ``offset`` in the order of the level's counter vector (repetition, then
+    bucket). One key per (tree, level) when S = 1; per (tree, level, repetition, shard) otherwise."""
+    width, n = 1 + cfg.id_bits(lv), cfg.bucket_shards
+    if n == 1:
+        return [((q, lv), offset, offset + _level_width(cfg, lv))]
+    ranges = bucket_ranges(cfg)
+    out, off = [], offset
+    for r in range(cfg.n_reps):
+        for s in (range(n) if shard is None else (shard,)):
+            size = (ranges[s][1] - ranges[s][0]) * width
+            out.append(((q, lv, "bucket_shard", r, s, n), off, off + size))
+            off += size
+    return out
+
+
+def shard_of_update(cfg: EngineConfig, lv: int, u: np.ndarray, shard: int) -> np.ndarray:
+    """Bucket shard ``shard``'s part of a (tree, level) counter update (its buckets' rows, every repetition)."""
+    if cfg.bucket_shards == 1:
+        return u
+    w, width = cfg.buckets, 1 + cfg.id_bits(lv)
+    j0, j1 = bucket_ranges(cfg)[shard]
+    return u.reshape(cfg.n_reps, w, width)[:, j0:j1].ravel()
 
 
 def _level_update(cfg: EngineConfig, grids: ShiftedGrids, x: np.ndarray, q: int, lv: int) -> np.ndarray:
@@ -69,39 +109,73 @@ def _level_update(cfg: EngineConfig, grids: ShiftedGrids, x: np.ndarray, q: int,
 
 
 def _level_report(cfg: EngineConfig, grids: ShiftedGrids, released: np.ndarray, q: int, lv: int,
-                  tau_min: float) -> LevelReport:
-    w, width = cfg.buckets, 1 + cfg.id_bits(lv)
+                  tau_min: float, shard: int = 0) -> LevelReport:
+    """Decode the released counters of a (tree, level) — ``released`` of any number of buckets
+    per repetition (the level's w, or a bucket shard's): decoding is bucket by bucket."""
+    width = 1 + cfg.id_bits(lv)
     found, totals = [], []
-    for r in range(cfg.n_reps):
-        rel = released[r * w * width:(r + 1) * w * width].reshape(w, width)
+    for r, rel in enumerate(released.reshape(cfg.n_reps, -1, width)):
         totals.append(float(rel[:, 0].sum()))
         bits, passed, _, _ = decode_buckets(rel, cfg.hh_alpha, tau_min)
         if passed.any():
             found.append((r, grids.decode(bits[passed], lv)))
-    return LevelReport(q, lv, found, totals)
+    return LevelReport(q, lv, found, totals, shard)
+
+
+def merge_shard_reports(cfg: EngineConfig, reports: List[LevelReport]) -> List[LevelReport]:
+    """Reports of (tree, level, bucket shard) keys, any order → one report per (tree, level), as its
+    unsharded counter would decode it: ids in bucket order (shards ascending), totals summed (integer-
+    valued floats: the sums are exact)."""
+    by_level = {}
+    for rep in reports:
+        by_level.setdefault((rep.q, rep.level), []).append(rep)
+    out = []
+    for (q, lv), parts in sorted(by_level.items()):
+        parts.sort(key=lambda r: r.shard)
+        if [p.shard for p in parts] != list(range(cfg.bucket_shards)):
+            raise ValueError(f"(tree, level) ({q}, {lv}) needs one report per bucket shard 0..{cfg.bucket_shards - 1}, "
+                             f"got shards {[p.shard for p in parts]}")
+        if len(parts) == 1:
+            out.append(parts[0])
+            continue
+        ids = {}
+        for p in parts:
+            for r, a in p.found:
+                ids.setdefault(r, []).append(a)
+        found = [(r, np.concatenate(ids[r])) for r in sorted(ids)]
+        totals = [float(sum(p.totals[r] for p in parts)) for r in range(cfg.n_reps)]
+        out.append(LevelReport(q, lv, found, totals, 0))
+    return out
 
 
 class BicriteriaLevel:
-    """One (tree, level) of Alg. 2 with its own binary mechanism (the Beam job's
-    BicriteriaCenters key): draws exactly the noise of its segment of
+    """One (tree, level) of Alg. 2 — or one bucket shard of it — with its own binary mechanism (the
+    Beam job's BicriteriaCenters key): draws exactly the noise of its segments of
     :class:`BicriteriaDPCenters`' vectorised counter."""
 
-    def __init__(self, cfg: EngineConfig, plan: PrivacyPlan, noise: NoiseSource, q: int, lv: int):
+    def __init__(self, cfg: EngineConfig, plan: PrivacyPlan, noise: NoiseSource, q: int, lv: int,
+                 shard: int = 0):
         self.cfg, self.q, self.lv = cfg, int(q), int(lv)
+        if not 0 <= int(shard) < cfg.bucket_shards:
+            raise ValueError(f"shard must be in [0, bucket_shards = {cfg.bucket_shards}), got {shard!r}")
+        self.shard = int(shard)
         self.grids = ShiftedGrids(cfg, noise)
-        size = _level_width(cfg, lv)
-        self.counter = BinaryMechanism(size, cfg.horizon_ticks, noise, (BicriteriaDPCenters.COMPONENT,),
-                                       plan.bic_mechanism, plan.bic_scale[lv], segments=[((q, lv), 0, size)])
+        segments = level_segments(cfg, q, lv, shard=self.shard)
+        self.counter = BinaryMechanism(segments[-1][2], cfg.horizon_ticks, noise, (BicriteriaDPCenters.COMPONENT,),
+                                       plan.bic_mechanism, plan.bic_scale[lv], segments=segments)
         self.tau_min = _tau_min(cfg, plan, lv)
 
     def update(self, x_centered: np.ndarray):
-        """This level's counter update for a set of (clipped, centred) points; None for no points.
+        """This key's counter update for a set of (clipped, centred) points; None for no points.
         Updates of parts of a tick add up: ``update(a) + update(b) == update(a ∪ b)``."""
-        return _level_update(self.cfg, self.grids, x_centered, self.q, self.lv) if len(x_centered) else None
+        if not len(x_centered):
+            return None
+        return shard_of_update(self.cfg, self.lv, _level_update(self.cfg, self.grids, x_centered, self.q, self.lv),
+                               self.shard)
 
     def step_update(self, u) -> LevelReport:
         """Advance one tick with the tick's summed update (None: ⊥, an empty tick)."""
-        return _level_report(self.cfg, self.grids, self.counter.step(u), self.q, self.lv, self.tau_min)
+        return _level_report(self.cfg, self.grids, self.counter.step(u), self.q, self.lv, self.tau_min, self.shard)
 
     def step(self, x_centered: np.ndarray) -> LevelReport:
         return self.step_update(self.update(x_centered))
@@ -124,8 +198,15 @@ class CenterSet:
     def centers(self) -> np.ndarray:
         return np.asarray(self.F)
 
+    def absorb_shards(self, reports: List[LevelReport]):
+        """One tick's reports of all Q·(L+1)·S (tree, level, bucket shard) keys, any order → :meth:`absorb`."""
+        n = self.cfg.n_trees * self.cfg.grid_levels * self.cfg.bucket_shards
+        if len(reports) != n:
+            raise ValueError(f"a tick needs the reports of all {n} (tree, level, bucket shard) keys, got {len(reports)}")
+        return self.absorb(merge_shard_reports(self.cfg, reports))
+
     def absorb(self, reports: List[LevelReport]):
-        """One tick's reports of all Q·(L+1) levels → (new centers, count estimate)."""
+        """One tick's reports of all Q·(L+1) levels (whole levels) → (new centers, count estimate)."""
         if len(reports) != self.cfg.n_trees * self.cfg.grid_levels:
             raise ValueError(f"a tick needs the reports of all {self.cfg.n_trees * self.cfg.grid_levels} "
                              f"(tree, level) pairs, got {len(reports)}")
@@ -174,7 +255,8 @@ class BicriteriaDPCenters:
         self.size = off
         self.counter = BinaryMechanism(off, cfg.horizon_ticks, noise, (self.COMPONENT,), plan.bic_mechanism,
                                        np.concatenate(scales),
-                                       segments=[((q, lv), a, a + n) for q, lv, a, n in self.levels])
+                                       segments=[seg for q, lv, a, _ in self.levels
+                                                 for seg in level_segments(cfg, q, lv, a)])
         self.tau_min = {lv: _tau_min(cfg, plan, lv) for lv in range(cfg.grid_levels)}
         self.registry = CenterSet(cfg, self.grids)
 

@@ -54,7 +54,10 @@ class EngineConfig:
     Bicriteria (Alg. 2/3): n_trees (Q), grid_levels (L+1 levels, cell side
     2Λ/2^ℓ), n_reps (R), n_buckets (w, default 4k), hh_alpha (the bit
     decoder's dominance threshold), hh_min_count (τ_min in units of the
-    counter's noise std at horizon).
+    counter's noise std at horizon), bucket_shards (S: each (tree, level)'s w buckets are cut
+    into S contiguous ranges whose counter noise is drawn under its own key, so the Beam job's
+    BicriteriaCenters can hold them on S keys; the noise distribution and the privacy plan are
+    the same for every S, the draws differ; 1 = one key per (tree, level)).
 
     Merge-reduce (Alg. 4/5): n_rings (I+1; the ring base r_0 = 2Λ/2^(I)),
     block_size (M; None = the public rule of :mod:`dpstream.rules`, block_leaves·k
@@ -95,6 +98,7 @@ class EngineConfig:
     n_buckets: Optional[int] = None
     hh_alpha: float = 0.6
     hh_min_count: float = 3.0
+    bucket_shards: int = 1
     bicriteria: Optional[bool] = None
     ring_centers: str = "bicriteria+released"
     # rings / merge-reduce
@@ -196,6 +200,9 @@ class EngineConfig:
         if self.coreset_size is not None:
             _check(_is_whole(self.coreset_size) and self.coreset_size >= self.n_clusters,
                    "coreset_size must be an integer >= n_clusters")
+        _check(_is_whole(self.bucket_shards) and 1 <= self.bucket_shards <= self.buckets,
+               f"bucket_shards must be an integer in [1, n_buckets = {self.buckets}] (each shard holds at least "
+               f"one heavy-hitter bucket), got {self.bucket_shards!r}")
         _check(0.5 < self.hh_alpha < 1, f"hh_alpha must be in (0.5, 1), got {self.hh_alpha!r}")
         _check(self.hh_min_count >= 0, "hh_min_count must be >= 0")
         _check(_is_num(self.count_share) and 0 < self.count_share <= 1, "count_share must be in (0, 1]")
@@ -221,8 +228,8 @@ class EngineConfig:
         if self.runs is not None:
             object.__setattr__(self, "runs", int(self.runs))
         object.__setattr__(self, "window_runs", int(self.window_runs))
-        for name in ("n_clusters", "dim", "horizon_ticks", "n_trees", "grid_levels", "n_reps", "n_rings",
-                     "tree_depth", "lloyd_iters", "n_init") + (("block_size",) if self.block_size is not None else ()):
+        for name in ("n_clusters", "dim", "horizon_ticks", "n_trees", "grid_levels", "n_reps", "bucket_shards",
+                     "n_rings", "tree_depth", "lloyd_iters", "n_init") + (("block_size",) if self.block_size is not None else ()):
             object.__setattr__(self, name, int(getattr(self, name)))
 
     # -- derived public quantities -----------------------------------------

@@ -9,8 +9,9 @@
     → ParsePoints (Pub/Sub: a ts past publish time + skew is dead-lettered) ──dead letters──→ WriteDeadLetters
     → BatchIntoTicks (public clock: slot // tick_size, or ts // tick_seconds; a late record is
       admitted by its own publish time against its tick's public deadline)
-    → BicriteriaCenters (one key per (tree, level)) → CenterRegistry (F, count estimate)
-    → ClusterTicks (rings, DP-Merge-Reduce, release; one release per tick 1..T)
+    → [--semicoreset snap: BicriteriaCenters (one key per (tree, level, bucket shard)) → CenterRegistry (F)]
+    → ShardTicks → EpochPlan → RouteByEpoch → per epoch AssignRings → RingMergeReduce → EpochClose
+      → ReleaseCoreset → ClusterCoreset (transforms/cluster.py; one release per tick 1..T)
     → WriteReleases (JSON lines | Pub/Sub topic, attributes tick and epoch)
 
 (plus a side branch that logs progress). Our options are split from Beam's
@@ -130,10 +131,16 @@ def build_parser() -> argparse.ArgumentParser:
                         "disagree; a record whose \"ts\" is later than its publish time plus this is dead-lettered "
                         "(ts_in_future), and redeliveries are remembered for tick + lateness + 2 s + twice this "
                         f"(default {DEFAULT_SKEW:g})")
-    g = ap.add_argument_group("parallelism (public; no effect on the releases)")
+    g = ap.add_argument_group("parallelism (public)")
     g.add_argument("--point_shards", type=int, default=DEFAULT_POINT_SHARDS,
                    help="keys the per-point work is spread over (ShardTicks, RouteByEpoch, AssignRings): a record's "
-                        f"shard is its slot (or message id) modulo this (default {DEFAULT_POINT_SHARDS})")
+                        f"shard is its slot (or message id) modulo this; no effect on the releases "
+                        f"(default {DEFAULT_POINT_SHARDS})")
+    g.add_argument("--bucket_shards", type=int, default=1,
+                   help="with --semicoreset snap: keys each (tree, level) of BicriteriaCenters is split over, by "
+                        "contiguous ranges of its 4k heavy-hitter buckets (1 to 4k); each range draws its noise "
+                        "under its own key, so the draws (not their distribution, not the privacy plan) depend "
+                        "on it (default 1)")
     g.add_argument("--tick_timer", default="auto", choices=("auto", "batch", "looping"),
                    help="how ShardTicks closes ticks: batch (one timer firing at the horizon's last tick: fastest "
                         "on bounded input), looping (one guarded timer per tick, what a stream uses) or auto "
@@ -191,6 +198,7 @@ class Job:
     notes: Optional[list] = None  # launch-time hints for the operator
     max_clock_skew_seconds: float = DEFAULT_SKEW  # Pub/Sub: payload ts vs publish time, and clocks vs each other
     point_shards: int = DEFAULT_POINT_SHARDS  # keys of the per-point stages (public; releases do not depend on it)
+    bucket_shards: int = 1  # keys per (tree, level) of BicriteriaCenters (public; part of the engine's config)
     tick_timer: str = "batch"  # "batch" (one firing) | "looping" (one per tick; streaming)
     runs: Optional[int] = 1  # consecutive runs of horizon_ticks ticks each (public); None: unbounded
     window_runs: int = 1  # closed runs merged into each release's window_centers (0: all)
@@ -389,6 +397,12 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
                           f"thrown away, so a reused seed would go unnoticed")
     if not 1 <= ns.point_shards <= 4096:
         raise OptionError(f"--point_shards must be an integer in [1, 4096], got {ns.point_shards}")
+    if ns.bucket_shards != 1 and ns.semicoreset != "snap":
+        raise OptionError("--bucket_shards splits the BicriteriaCenters stage, which runs only with --semicoreset "
+                          "snap: drop --bucket_shards or add --semicoreset snap")
+    if k >= 1 and not 1 <= ns.bucket_shards <= 4 * k:  # a bad --k gets the engine's message below
+        raise OptionError(f"--bucket_shards must be an integer in [1, 4·k = {4 * k}] (each shard holds at least one "
+                          f"of the 4k heavy-hitter buckets), got {ns.bucket_shards}")
     if streaming and workers > 1:
         raise OptionError("a Pub/Sub job runs on the single-process BundleBasedDirectRunner locally: drop "
                           "--direct_num_workers (several workers: Dataflow or Flink)")
@@ -403,7 +417,7 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
               clock=clock, tick_size=tick_size, tick_seconds=tick_seconds, t_start=t_start,
               horizon_ticks=horizon, allowed_lateness_seconds=lateness, streaming=streaming, runner=runner,
               report=ns.report, t_start_given=ns.t_start is not None, runs=n_runs,
-              window_runs=int(ns.window_runs))
+              window_runs=int(ns.window_runs), bucket_shards=int(ns.bucket_shards))
     cfg = engine_config(job)  # validates k, ε, δ, radius … with the engine's own messages
     if job.runs != 1 and cfg.bicriteria:
         raise OptionError("--runs > 1 needs the default ring centers: the bicriteria stages (--semicoreset snap) "
@@ -490,7 +504,8 @@ def engine_config(job: Job):
                             delta=job.delta, horizon_ticks=job.horizon_ticks, runs=job.runs,
                             window_runs=job.window_runs,
                             neighbouring="replace_one" if job.clock == "position" else "add_remove",
-                            objective=job.objective, semicoreset=job.semicoreset, center=job.center)
+                            objective=job.objective, semicoreset=job.semicoreset, center=job.center,
+                            bucket_shards=job.bucket_shards)
     except ValueError as e:
         raise OptionError(str(e)) from None
 

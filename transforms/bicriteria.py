@@ -1,14 +1,15 @@
 """``BicriteriaCenters`` and ``CenterRegistry``: Alg. 2 as keyed Beam stages.
 
-* ``BicriteriaCenters`` — one key per (tree, level), each holding a
-  :class:`dpstream.bicriteria.BicriteriaLevel` (its R DPFindCenters and its own binary
-  mechanism) in Beam state. A stateless step computes, for every batch, each (tree,
-  level)'s counter update (a small integer vector; updates of a tick's batches add
+* ``BicriteriaCenters`` — one key per (tree, level, bucket shard), S = ``cfg.bucket_shards``
+  (the job's ``--bucket_shards``) shards of each level's w buckets, each holding a
+  :class:`dpstream.bicriteria.BicriteriaLevel` (its part of the R DPFindCenters and its own binary
+  mechanism) in Beam state. A stateless step computes, for every batch, each key's
+  counter update (a small integer vector; updates of a tick's batches add
   up) so the shuffle moves no points; each key steps once per tick 1..T, empty ticks included (⊥ updates), on the shared
   tick timer (:mod:`transforms.tick_timer`), and reports per tick the cells that
   passed pruning and its noisy bucket totals.
 * ``CenterRegistry`` — one key holding a :class:`dpstream.bicriteria.CenterSet` (F and
-  the DP count estimate). It absorbs tick k once all Q·(L+1) reports of tick k are in
+  the DP count estimate). It absorbs tick k once all Q·(L+1)·S reports of tick k are in
   (data gating: no watermark involved) and broadcasts ``(tick, new centers, count
   estimate)`` for every tick, in order.
 
@@ -30,7 +31,7 @@ from apache_beam.transforms import userstate
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.window import GlobalWindows
 
-from dpstream.bicriteria import BicriteriaLevel, CenterSet, _level_update
+from dpstream.bicriteria import BicriteriaLevel, CenterSet, _level_update, shard_of_update
 from dpstream.rings import clip_to_ball
 from dpstream.grids import ShiftedGrids
 from dpstream.noise import NoiseSource
@@ -41,13 +42,14 @@ from transforms.tick_timer import TickSchedule, take_ticks_upto
 
 REGISTRY_KEY = "dpstream-center-registry"
 _START = ("start",)
-# Keys of the (tree, level) stages: a pair of ints, so Beam picks a deterministic key coder for the stateful
-# DoFn (an ``Any`` key falls back to FastPrimitivesCoder, which Beam warns may not be deterministic).
-LevelKeyed = Tuple[Tuple[int, int], Any]
+# Keys of the (tree, level, bucket shard) stages: ints, so Beam picks a deterministic key coder for the
+# stateful DoFn (an ``Any`` key falls back to FastPrimitivesCoder, which Beam warns may not be deterministic).
+LevelKeyed = Tuple[Tuple[int, int, int], Any]
 
 
 def level_keys(cfg: EngineConfig):
-    return [(q, lv) for q in range(cfg.n_trees) for lv in range(cfg.grid_levels)]
+    return [(q, lv, s) for q in range(cfg.n_trees) for lv in range(cfg.grid_levels)
+            for s in range(cfg.bucket_shards)]
 
 
 def _points(part) -> np.ndarray:
@@ -55,13 +57,13 @@ def _points(part) -> np.ndarray:
 
 
 class _LevelUpdatesFn(beam.DoFn):
-    """A tick's (partial) batch → each (tree, level)'s counter update, computed here, in
+    """A tick's (partial) batch → each (tree, level, bucket shard)'s counter update, computed here, in
     parallel and before the shuffle: the level keys then receive one small integer vector
     per batch instead of every point (the updates of a tick's parts add up)."""
 
     def __init__(self, cfg: EngineConfig, seed_path: str):
         self.cfg, self.seed_path = cfg, seed_path
-        self.keys = level_keys(cfg)
+        self.levels = [(q, lv) for q in range(cfg.n_trees) for lv in range(cfg.grid_levels)]
 
     def setup(self):
         from transforms.cluster import load_seed
@@ -75,9 +77,11 @@ class _LevelUpdatesFn(beam.DoFn):
         cfg = self.cfg
         x, _ = clip_to_ball(np.array(x, dtype=np.float64), cfg.center_vec, cfg.radius)
         x = x - cfg.center_vec
-        for q, lv in self.keys:
-            u = _level_update(cfg, self._grids, x, q, lv)
-            yield (q, lv), ("tick", int(tick), u.astype(np.int32) if u.max(initial=0) < 2**31 else u)
+        for q, lv in self.levels:
+            whole = _level_update(cfg, self._grids, x, q, lv)
+            for s in range(cfg.bucket_shards):
+                u = shard_of_update(cfg, lv, whole, s)
+                yield (q, lv, s), ("tick", int(tick), u.astype(np.int32) if u.max(initial=0) < 2**31 else u)
 
 
 class _BicriteriaLevelFn(beam.DoFn):
@@ -128,7 +132,7 @@ class _BicriteriaLevelFn(beam.DoFn):
         if level is None:
             noise = NoiseSource(self._seed)
             level = BicriteriaLevel(self.cfg, PrivacyPlan.build(self.cfg, seed_hash=noise.seed_hash),
-                                    noise, key[0], key[1])
+                                    noise, key[0], key[1], key[2])
         # the level's noise source is reattached: BicriteriaLevel draws node noise every tick
         level.counter.noise.attach_seed(self._seed)
         reports = []
@@ -145,8 +149,8 @@ class _BicriteriaLevelFn(beam.DoFn):
 
 
 class BicriteriaCenters(beam.PTransform):
-    """``((shard, tick), points)`` → ``(REGISTRY_KEY, ((q, level), [(tick, LevelReport), …]))``,
-    every tick 1..T reported by every (tree, level) key (module docstring)."""
+    """``((shard, tick), points)`` → ``(REGISTRY_KEY, ((q, level, bucket shard), [(tick, LevelReport), …]))``,
+    every tick 1..T reported by every (tree, level, bucket shard) key (module docstring)."""
 
     def __init__(self, cfg: EngineConfig, schedule: TickSchedule, seed_path: str, label: Optional[str] = None):
         super().__init__(label)
@@ -187,7 +191,7 @@ class _CenterRegistryFn(beam.DoFn):
         out = []
         while len(st["pending"].get(st["done"] + 1, ())) == self.n_levels:
             tick = st["done"] + 1
-            new, count = st["set"].absorb(list(st["pending"].pop(tick).values()))
+            new, count = st["set"].absorb_shards(list(st["pending"].pop(tick).values()))
             out.append((tick, new, count))
             st["done"] = tick
         state.write(st)

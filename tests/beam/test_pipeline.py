@@ -79,6 +79,27 @@ def test_batch_job_releases_exactly_what_the_engine_releases(tmp_path, seed_file
     assert _read_jsonl(out / "dead_letter.jsonl") == []
 
 
+@pytest.mark.parametrize("bucket_shards", [1, 3])
+def test_snap_job_with_bucket_shards_releases_what_the_engine_releases(tmp_path, seed_file, bucket_shards):
+    """--semicoreset snap runs BicriteriaCenters on Q·(L+1)·S (tree, level, bucket shard) keys and the
+    CenterRegistry merges their reports: the releases are the engine's with the same bucket_shards."""
+    rng = np.random.default_rng(5)
+    X = _blobs(1500, rng)
+    np.save(tmp_path / "a.npy", X)
+    out = tmp_path / "out"
+    argv = [f"--input={tmp_path}/a.npy", f"--output={out}", "--dim=2", "--radius=12", "--k=3", "--tick_size=150",
+            "--horizon_ticks=11", f"--seed_file={seed_file}", "--epsilon=2", "--semicoreset=snap",
+            f"--bucket_shards={bucket_shards}"]
+    _run_batch(argv)
+    got = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
+    job, _ = job_mod.parse_args(argv)
+    assert job_mod.engine_config(job).bucket_shards == bucket_shards
+    want = _engine_releases(job, seed_file, {t + 1: X[t * 150:(t + 1) * 150] for t in range(10)})
+    assert [r["tick"] for r in got] == list(range(1, 12))
+    assert got == want
+    assert len(got[-1]["centers"]) == 3 and got[-1]["n_candidate_centers"] > 1  # the bicriteria found centers
+
+
 def test_runs_job_releases_what_the_library_run_sequence_releases(tmp_path, seed_file):
     """--runs 3 --window_runs 1: run, tick, global tick and window centers as dpstream.runs gives them."""
     from dpstream.runs import RunSequence

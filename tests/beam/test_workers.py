@@ -53,6 +53,9 @@ def test_two_worker_processes_release_byte_identical_to_one(tmp_path, seed_file,
     (["--direct_running_mode=multi_processing", "--direct_num_workers=2"], "--runner=FnApiRunner named explicitly"),
     (["--point_shards=0"], "--point_shards must be an integer in [1, 4096]"),
     (["--point_shards=4097"], "--point_shards must be an integer in [1, 4096]"),
+    (["--bucket_shards=2"], "--bucket_shards splits the BicriteriaCenters stage, which runs only with --semicoreset"),
+    (["--semicoreset=snap", "--bucket_shards=0"], "--bucket_shards must be an integer in [1, 4·k = 20]"),
+    (["--semicoreset=snap", "--k=2", "--bucket_shards=9"], "--bucket_shards must be an integer in [1, 4·k = 8]"),
 ])
 def test_refused_worker_modes_and_shard_counts_say_why(argv, message, capsys):
     assert job_mod.main(["--output=o", *argv]) == 2

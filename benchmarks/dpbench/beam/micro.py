@@ -73,12 +73,12 @@ def _bicriteria(cfg, seed, seed_file, merged, out):
 
     lfn = _LevelUpdatesFn(cfg, seed_file)
     lfn.setup()
-    updates = defaultdict(dict)  # (q, lv) -> {tick: update}
+    updates = defaultdict(dict)  # (q, lv, bucket shard) -> {tick: update}
     with _Clock() as c:
         for t, part in merged.items():
             for key, (_, tick, u) in lfn.process(((0, t), part)):
                 updates[key][tick] = u
-    out["level_updates"] = {"wall": c.wall, "cpu": c.cpu, "keys": len(lfn.keys),
+    out["level_updates"] = {"wall": c.wall, "cpu": c.cpu, "keys": len(level_keys(cfg)),
                             "elements": sum(map(len, updates.values())),
                             "bytes": sum(len(pickle.dumps((key, ("tick", t, u)), HP))
                                          for key, us in updates.items() for t, u in us.items()),
@@ -100,7 +100,7 @@ def _bicriteria(cfg, seed, seed_file, merged, out):
     out["level_steps"] = {"wall": c.wall, "cpu": c.cpu}
     with _Clock() as c:  # CenterRegistry: one CenterSet absorbing every tick's reports
         cset = CenterSet(cfg, ShiftedGrids(cfg, NoiseSource(seed)))
-        bic = {t: cset.absorb(reports[t]) for t in range(1, T + 1)}
+        bic = {t: cset.absorb_shards(reports[t]) for t in range(1, T + 1)}
     out["registry"] = {"wall": c.wall, "cpu": c.cpu}
     with _Clock() as c:  # batch mode: each level key buffers its (tick, update) elements in a BagState
         blobs = [pickle.dumps((t, u), HP) for us in updates.values() for t, u in us.items()]
