@@ -7,8 +7,9 @@ logger at most every :data:`PROGRESS_SECONDS` seconds (environment variable
 
     dpstream: progress: tick 120/200 released (60%), ~39,800 points/s (DP count estimate), ETA 14 s
 
-The rate uses the releases' own DP count estimate (a public value), so the line
-holds nothing a release does not. In batch the engine processes the ticks after the
+The rate uses the releases' own DP count estimates (public values; with several runs,
+the sum of each run's latest estimate, since a run's estimate counts that run only), so
+the line holds nothing a release does not. In batch the engine processes the ticks after the
 whole input is read, so the first line appears once reading and parsing are done.
 """
 from __future__ import annotations
@@ -48,12 +49,18 @@ class ReleaseProgress(beam.DoFn):
 
     def setup(self):
         self._done, self._first, self._last_log, self._max_tick = 0, None, 0.0, 0
+        self._run_counts = {}  # run -> (tick, DP count estimate) of its latest release seen
 
     def process(self, rel):
         now = time.time()
         self._done += 1
         tick = int(rel.get("global_tick", rel.get("tick", 0)))  # runs: the stream clock's tick
         self._max_tick = max(self._max_tick, tick)
+        est = rel.get("count_estimate")
+        if isinstance(est, (int, float)):
+            run = int(rel.get("run", 0))
+            if tick >= self._run_counts.get(run, (-1, 0.0))[0]:
+                self._run_counts[run] = (tick, max(float(est), 0.0))
         if self._first is None:
             self._first = now
         T = self.horizon_ticks
@@ -67,8 +74,8 @@ class ReleaseProgress(beam.DoFn):
             return
         parts = [f"dpstream: progress: tick {self._max_tick}/{T} released ({100 * self._max_tick // T}%)"]
         elapsed = now - self.launched
-        est = rel.get("count_estimate")
-        if isinstance(est, (int, float)) and elapsed > 0 and est > 0:
+        est = sum(c for _, c in self._run_counts.values())
+        if elapsed > 0 and est > 0:
             parts.append(f"~{est / elapsed:,.0f} points/s (DP count estimate)")
         if final:
             parts.append(f"done in {_duration(elapsed)}")

@@ -519,6 +519,22 @@ def test_progress_lines_report_ticks_and_do_not_change_the_releases(tmp_path, se
     assert len(a) == 6 and a == sorted((tmp_path / "b" / "releases.jsonl").read_text().splitlines())
 
 
+def test_progress_rate_adds_up_the_runs_dp_counts(caplog, monkeypatch):
+    """With --runs a release's count estimate covers its own run: the rate sums each run's latest estimate,
+    so it does not fall back to zero when a run starts."""
+    import pipelines.progress as progress
+    monkeypatch.setattr(progress.time, "time", lambda: 110.0)  # 10 s after the launch at 100
+    fn = progress.ReleaseProgress(6, 100.0, 0.0)
+    fn.setup()
+    rels = [{"run": r, "tick": t, "global_tick": 2 * r + t, "count_estimate": 100.0 * t} for r in range(3)
+            for t in (1, 2)]
+    with caplog.at_level(logging.INFO, logger="dpstream"):
+        for rel in [rels[1], rels[0], *rels[2:]]:  # a late release of a run does not lower its count
+            list(fn.process(rel))
+    rates = [r.getMessage().split("~")[1].split(" ")[0] for r in caplog.records if "points/s" in r.getMessage()]
+    assert rates == ["20", "20", "30", "40", "50", "60"], rates
+
+
 def test_a_streaming_run_on_the_direct_runner_reports_exact_counters(tmp_path, seed_file):
     """The BundleBasedDirectRunner loses the counters of later bundles (Beam 2.77; pipelines.direct_metrics):
     with the workaround the streaming job's summary counts are exact over many bundles."""
