@@ -50,20 +50,23 @@ class Spec:
 
 @dataclass
 class Dataset:
+    """A stream to run: ``source``'s points in one order, and its public rule (read through)."""
     name: str
     base: str
     order: str  # "shuffled" | "inorder" (sorted by label) | "natural" (no labels: the source's order)
     X: np.ndarray
     y: Optional[np.ndarray]
-    k: int
-    tick: int
-    radius: float
-    center: np.ndarray
-    bounds: Tuple[np.ndarray, np.ndarray]
-    rule: str
+    source: Raw  # the generator's output (generator order): k, tick, radius, center, bounds, rule, meta
     family: str
     held_out: bool
-    meta: Dict = field(default_factory=dict)
+
+    k = property(lambda self: self.source.k)
+    tick = property(lambda self: self.source.tick)
+    radius = property(lambda self: float(self.source.radius))
+    center = property(lambda self: np.asarray(self.source.center, dtype=float))
+    bounds = property(lambda self: self.source.bounds)
+    rule = property(lambda self: self.source.rule)
+    meta = property(lambda self: dict(self.source.meta))
 
     @property
     def n(self) -> int:
@@ -134,9 +137,7 @@ def load(name: str) -> Dataset:
     r = raw(s.name)
     _, inorder = split_name(name)
     perm, order = stream_order(r.X.shape[0], r.y, inorder)
-    return Dataset(name, s.name, order, r.X[perm], None if r.y is None else r.y[perm], r.k, r.tick,
-                   float(r.radius), np.asarray(r.center, dtype=float), r.bounds, r.rule, s.family, s.held_out,
-                   dict(r.meta))
+    return Dataset(name, s.name, order, r.X[perm], None if r.y is None else r.y[perm], r, s.family, s.held_out)
 
 
 def fingerprint(X: np.ndarray) -> str:
