@@ -37,7 +37,9 @@ from dpstream.grids import ShiftedGrids
 from dpstream.noise import NoiseSource
 from dpstream.params import EngineConfig
 from dpstream.privacy import PrivacyPlan
+from transforms.keystats import KeyStats
 from transforms.parse import NAMESPACE
+from transforms.stages import _measured
 from transforms.tick_timer import TickSchedule, take_ticks_upto
 
 REGISTRY_KEY = "dpstream-center-registry"
@@ -98,10 +100,16 @@ class _BicriteriaLevelFn(beam.DoFn):
         self._seed = load_seed(self.seed_path)
         self._c_obsolete = Metrics.counter(NAMESPACE, "obsolete_timer_firings")
         self._c_closed = Metrics.counter(NAMESPACE, "bicriteria_after_close")
+        self._stats = KeyStats("BicriteriaCenters")  # benchmark telemetry (make bench-beam), off by default
 
+    def finish_bundle(self):
+        self._stats.flush()
+
+    @_measured
     def process(self, element, meta=beam.DoFn.StateParam(META), buf=beam.DoFn.StateParam(BUFFER),
                 timer=beam.DoFn.TimerParam(TICK)):
-        _, item = element
+        key, item = element
+        self._stats.note(key)
         m = meta.read()
         if m is None:
             m = {"done": 0, "armed": self.schedule.first_armed()}
@@ -115,9 +123,11 @@ class _BicriteriaLevelFn(beam.DoFn):
         buf.add((item[1], item[2]))
 
     @userstate.on_timer(TICK)
+    @_measured
     def on_tick(self, ts=beam.DoFn.TimestampParam, key=beam.DoFn.KeyParam, meta=beam.DoFn.StateParam(META),
                 level_state=beam.DoFn.StateParam(LEVEL), buf=beam.DoFn.StateParam(BUFFER),
                 timer=beam.DoFn.TimerParam(TICK)):
+        self._stats.note(key)
         m = meta.read()
         if m is None or m["armed"] is None:
             self._c_obsolete.inc()
@@ -141,6 +151,7 @@ class _BicriteriaLevelFn(beam.DoFn):
             u = np.sum([p.astype(np.int64) for p in parts], axis=0) if parts else None
             reports.append((tick, level.step_update(u)))
         level_state.write(level)
+        self._stats.note(key, floats=level.state_floats())
         nxt = self.schedule.next_armed(upto)
         meta.write({"done": upto, "armed": nxt})
         if nxt is not None:
@@ -178,9 +189,15 @@ class _CenterRegistryFn(beam.DoFn):
     def setup(self):
         from transforms.cluster import load_seed
         self._seed = load_seed(self.seed_path)
+        self._stats = KeyStats("CenterRegistry")
 
+    def finish_bundle(self):
+        self._stats.flush()
+
+    @_measured
     def process(self, element, state=beam.DoFn.StateParam(STATE)):
-        _, (level_key, reports) = element
+        key, (level_key, reports) = element
+        self._stats.note(key)
         st = state.read()
         if st is None:
             grids = ShiftedGrids(self.cfg, NoiseSource(self._seed))
@@ -195,6 +212,7 @@ class _CenterRegistryFn(beam.DoFn):
             out.append((tick, new, count))
             st["done"] = tick
         state.write(st)
+        self._stats.note(key, floats=st["set"].state_floats())
         if out:
             yield out
 
