@@ -1,8 +1,9 @@
 """Several worker processes (issue 10): the job on the built-in stream under
 ``--runner=FnApiRunner --direct_running_mode=multi_processing --direct_num_workers=2`` writes
-``releases.jsonl`` byte-identical to one worker, with the batch tick timer and with the looping one;
+``releases.jsonl`` byte-identical to one worker, with the batch tick timer and with the looping one, and with
+the bicriteria stages split over bucket shards;
 ``multi_threading`` is refused with the measured reason; ``--point_shards`` out of range is an option
-error; no transform imports the one-process engine (the engine and the job drive the same components)."""
+error (and so is ``--bucket_shards`` without the bicriteria or out of range); no transform imports the one-process engine (the engine and the job drive the same components)."""
 from __future__ import annotations
 
 import ast
@@ -38,10 +39,11 @@ def _releases(out: Path, seed_file: str, extra=()) -> bytes:
 MULTI = ["--runner=FnApiRunner", "--direct_running_mode=multi_processing", "--direct_num_workers=2"]
 
 
-@pytest.mark.parametrize("timer", ["batch", "looping"])
-def test_two_worker_processes_release_byte_identical_to_one(tmp_path, seed_file, timer):
-    one = _releases(tmp_path / "one", seed_file, [f"--tick_timer={timer}"])
-    two = _releases(tmp_path / "two", seed_file, [f"--tick_timer={timer}", *MULTI])
+@pytest.mark.parametrize("timer, extra", [("batch", []), ("looping", []),
+                                          ("batch", ["--semicoreset=snap", "--bucket_shards=3"])])
+def test_two_worker_processes_release_byte_identical_to_one(tmp_path, seed_file, timer, extra):
+    one = _releases(tmp_path / "one", seed_file, [f"--tick_timer={timer}", *extra])
+    two = _releases(tmp_path / "two", seed_file, [f"--tick_timer={timer}", *extra, *MULTI])
     assert two == one
 
 
