@@ -99,9 +99,9 @@ class _ShardTicksFn(_StageFn):
             timer.set(sched.close_time(m["armed"]))
         if item[0] != "tick":
             return
-        g, part = item[1], item[2]
+        g, part = item[1], item[2]  # part: a Msg, kept in the bag as the bytes it came as
         if g <= m["fired"]:  # its tick is closed: frozen, never reopened
-            n = int(part.points.shape[0])
+            n = int(_open(part).points.shape[0])
             self._c_closed.inc(n)
             _log.warning("dpstream: %d point(s) of tick %d arrived after the tick closed; dropped "
                          "(raise --allowed_lateness_seconds if this recurs)", n, g)
@@ -128,25 +128,52 @@ class _ShardTicksFn(_StageFn):
         if nxt is not None:
             timer.set(sched.close_time(nxt))
         pending = take_ticks_upto(buf, fired)
-        cfg, job = self.job.cfg, self.job
+        job = self.job
+        cfg = job.cfg
+        ticks = list(range(m["done"] + 1, fired + 1))
+        x, sizes = merge_ticks([[_open(p) for p in pending.pop(g, ())] for g in ticks], cfg.dim)
+        x, nclip = clip_to_ball(x, cfg.center_vec, cfg.radius)  # row by row: one call for all the ticks
+        if nclip:
+            self._c_clipped.inc(nclip)
         counts, points = {}, {}
-        n_all = 0
-        for g in range(m["done"] + 1, fired + 1):
-            parts = pending.pop(g, None)
-            x = merge_partials(parts).points if parts else np.zeros((0, cfg.dim))
-            x, nclip = clip_to_ball(np.array(x, dtype=np.float64), cfg.center_vec, cfg.radius)
-            if nclip:
-                self._c_clipped.inc(nclip)
-            n = int(x.shape[0])
-            n_all += n
+        n_all = int(x.shape[0])
+        for g, n, xt in zip(ticks, sizes, np.split(x, np.cumsum(sizes)[:-1]) if ticks else ()):
             r, t = job.split(g)
-            counts.setdefault(r, []).append((t, n))
-            points.setdefault(r, []).append((t, x))
+            counts.setdefault(r, []).append((t, int(n)))
+            points.setdefault(r, []).append((t, xt))
         self._c_points.inc(n_all)
         for r in sorted(counts):
             yield r, Msg(("count", key, counts[r]))
             yield beam.pvalue.TaggedOutput("points", ((r, key), Msg(("points", points[r]))))
         self._stats.note(key, points=n_all)
+
+
+def merge_ticks(parts_by_tick, dim: int):
+    """:func:`~transforms.ticks.merge_partials` of every tick's partial batches (a list per tick, in
+    tick order), as one array: ``(points of all the ticks in tick order, points per tick)``. Equal to
+    merging tick by tick; one sort for the ticks whose slots are all known and distinct (the
+    position clock: all of them), ``merge_partials`` for the others."""
+    sizes = np.array([sum(p.points.shape[0] for p in parts) for parts in parts_by_tick], dtype=np.int64)
+    flat = [p for parts in parts_by_tick for p in parts]
+    if not flat:
+        return np.zeros((0, dim)), sizes
+    pts = np.concatenate([p.points for p in flat]).astype(np.float64, copy=False).reshape(-1, dim)
+    slots = np.concatenate([p.slots for p in flat])
+    tick = np.repeat(np.arange(len(parts_by_tick)), sizes)
+    order = np.lexsort((slots, tick))  # within a tick: by slot, the order merge_partials gives distinct slots
+    s, g = slots[order], tick[order]
+    bad = np.zeros(len(parts_by_tick), dtype=bool)
+    bad[g[s < 0]] = True
+    same = g[1:] == g[:-1]
+    bad[g[1:][same & ~(s[1:] > s[:-1])]] = True
+    bad &= sizes > 1  # merge_partials leaves one point as it is, slot or not
+    pts = pts[order]
+    if bad.any():  # missing or repeated slots: merge_partials' full key, tick by tick
+        blocks = np.split(pts, np.cumsum(sizes)[:-1])
+        for i in np.flatnonzero(bad):
+            blocks[i] = merge_partials(parts_by_tick[i]).points
+        pts = np.concatenate(blocks)
+    return np.ascontiguousarray(pts), sizes
 
 
 class ShardTicks(beam.PTransform):
@@ -161,7 +188,7 @@ class ShardTicks(beam.PTransform):
     def expand(self, ticks):
         dim = self.job.cfg.dim
         data = (ticks | "KeyByShard" >> beam.Map(lambda kv: (int(kv[0][0]), ("tick", int(kv[0][1]),
-                                                                          _as_partial(kv[1], dim))))
+                                                                          Msg(_as_partial(kv[1], dim)))))
                 .with_output_types(IntKeyed)
                 | "DataWindow" >> beam.WindowInto(GlobalWindows()))
         start = (ticks.pipeline | "StartClock" >> beam.Create([(s, ("start",)) for s in range(self.job.n_shards)])

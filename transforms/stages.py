@@ -50,6 +50,9 @@ def _as_partial(points, dim: int) -> _Partial:
 
 # --------------------------------------------------------------------------- shared per process
 
+_UNREAD = object()
+
+
 class Msg:
     """One message between two stages, encoded as a single pickle (Beam's default coder would
     encode a list of tuples of arrays element by element: hundreds of thousands of small pickles).
@@ -57,21 +60,29 @@ class Msg:
     The pickle is made once per message and kept: Beam encodes an element for every buffer it goes to
     and again to estimate its size (with few, big elements every one is sampled), and EpochPlan and
     EpochClose send one message to every shard (measured at n = 1e6: 2.6 s of pickling, the
-    shards' points pickled several times each). So a message is never changed after it is made."""
-    __slots__ = ("v", "_pickled")
+    shards' points pickled several times each). So a message is never changed after it is made.
+    A decoded message is unpickled on first use (``v``): a stage that only stores it in a bag
+    (``ShardTicks``) stores the bytes it came as."""
+    __slots__ = ("_v", "_pickled")
 
-    def __init__(self, v):
-        self.v = v
-        self._pickled = None
+    def __init__(self, v=_UNREAD, pickled: bytes = None):
+        self._v, self._pickled = v, pickled
+
+    @property
+    def v(self):
+        if self._v is _UNREAD:
+            self._v = pickle.loads(self._pickled)
+            self._pickled = None  # one copy in memory: the object (re-pickled if it is sent again)
+        return self._v
 
     def __reduce__(self):
         if self._pickled is None:
-            self._pickled = pickle.dumps(self.v, protocol=pickle.HIGHEST_PROTOCOL)
+            self._pickled = pickle.dumps(self._v, protocol=pickle.HIGHEST_PROTOCOL)
         return _unpickle_msg, (self._pickled,)
 
 
 def _unpickle_msg(data: bytes) -> Msg:
-    return Msg(pickle.loads(data))
+    return Msg(pickled=data)
 
 
 def _load(state):
