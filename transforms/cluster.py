@@ -135,16 +135,20 @@ class _ShardTicksFn(_StageFn):
         x, nclip = clip_to_ball(x, cfg.center_vec, cfg.radius)  # row by row: one call for all the ticks
         if nclip:
             self._c_clipped.inc(nclip)
-        counts, points = {}, {}
+        counts, first = {}, {}
         n_all = int(x.shape[0])
-        for g, n, xt in zip(ticks, sizes, np.split(x, np.cumsum(sizes)[:-1]) if ticks else ()):
+        for i, (g, n) in enumerate(zip(ticks, sizes)):
             r, t = job.split(g)
             counts.setdefault(r, []).append((t, int(n)))
-            points.setdefault(r, []).append((t, xt))
+            first.setdefault(r, i)
         self._c_points.inc(n_all)
+        ends = np.concatenate([[0], np.cumsum(sizes)])
         for r in sorted(counts):
             yield r, Msg(("count", key, counts[r]))
-            yield beam.pvalue.TaggedOutput("points", ((r, key), Msg(("points", points[r]))))
+            # a run's ticks are consecutive: its points are one slice, shipped as one array (not one per tick)
+            a = first[r]
+            pts = x[ends[a]:ends[a + len(counts[r])]]
+            yield beam.pvalue.TaggedOutput("points", ((r, key), Msg(("points", counts[r], pts))))
         self._stats.note(key, points=n_all)
 
 
@@ -291,9 +295,14 @@ class _RouteFn(_StageFn):
         key, item = element
         item = _open(item)
         st = _load(state) or {"points": {}, "plans": {}, "routed": 0}
+        if isinstance(st["points"], tuple):  # stored as one array (below)
+            ts, sizes, x = st["points"]
+            st["points"] = dict(zip(ts, _split_rows(x, sizes)))
         if item[0] == "points":
-            for t, x in item[1]:
-                st["points"][t] = x
+            _, counts, x = item
+            ends = np.cumsum([n for _, n in counts])
+            for (t, n), end in zip(counts, ends):
+                st["points"][t] = x[end - n:end]
         else:
             for p in item[1]:
                 st["plans"][p.t] = p
@@ -303,17 +312,29 @@ class _RouteFn(_StageFn):
             p = st["plans"].pop(t)
             out.setdefault(p.epoch, []).append((t, st["points"].pop(t), _small(p)))
         st["routed"] += len(ready)
+        held = sum(len(x) for x in st["points"].values())
         if st["routed"] >= self.job.T:
             state.clear()
         else:
+            if st["points"]:  # stored as one array, not one pickled array per tick
+                ts = sorted(st["points"])
+                st["points"] = (ts, [len(st["points"][t]) for t in ts], np.concatenate([st["points"][t] for t in ts]))
             _store(state, st)
         for e in sorted(out):
-            yield beam.pvalue.TaggedOutput(f"e{e}", (key, Msg(("tick", out[e]))))
-        self._stats.note(key, points=sum(len(x) for x in st["points"].values()))
+            ticks = out[e]  # each epoch copy gets its ticks' points as one array, with (t, n, plan) per tick
+            x = np.concatenate([x for _, x, _ in ticks]) if ticks else np.zeros((0, self.job.cfg.dim))
+            yield beam.pvalue.TaggedOutput(f"e{e}", (key, Msg(("tick", [(t, len(x), p) for t, x, p in ticks], x))))
+        self._stats.note(key, points=held)
+
+
+def _split_rows(x: np.ndarray, sizes) -> list:
+    """Views of consecutive row blocks of ``x`` of the given sizes."""
+    return np.split(x, np.cumsum(sizes)[:-1]) if len(sizes) else []
 
 
 class RouteByEpoch(beam.PTransform):
-    """(shard points, shard plans) → one PCollection per epoch index: ``((r, s), ("tick", [(t, x, plan)]))``."""
+    """(shard points, shard plans) → one PCollection per epoch index: ``((r, s), ("tick", [(t, n, plan)], x))``,
+    x the n points of each tick, tick after tick, in one array."""
 
     def __init__(self, job: _Job, label: Optional[str] = None):
         super().__init__(label)

@@ -51,23 +51,26 @@ class _AssignRingsFn(_StageFn):
         r, s = key
         job, cfg, e = self.job, self.job.cfg, self.epoch
         st = _load(state) or {"centers": cfg.center_vec[None, :].copy() if e == 0 else None, "pending": [],
-                              "n": 0, "span": None, "prev": None}
-        if item[0] == "tick":
+                              "x": [], "n": 0, "span": None, "prev": None}
+        if item[0] == "tick":  # [(t, n, plan)] and the ticks' points, tick after tick, in one array
             st["pending"].extend(item[1])
+            st["x"].append(item[2])
         else:  # ("centers", F, coresets | None): this epoch's ring centers, from EpochClose of epoch e − 1
             st["centers"] = np.asarray(item[1], dtype=float)
             st["prev"] = item[2]  # shard 0 only: the closed epochs' coresets, passed on to ring 0
         C = st["centers"]
         if C is None or not st["pending"]:
+            if len(st["x"]) > 1:  # stored as one array
+                st["x"] = [np.concatenate(st["x"])]
             _store(state, st)
-            self._stats.note(key, points=sum(len(x) for _, x, _ in st["pending"]))
+            self._stats.note(key, points=sum(n for _, n, _ in st["pending"]))
             return
         ctx = self.run(r)
         V = self._directions(r, ctx)
         I = job.n_rings
         pending = st["pending"]
-        X = np.concatenate([x for _, x, _ in pending]) if pending else np.zeros((0, cfg.dim))
-        tix = np.repeat(np.arange(len(pending)), [len(x) for _, x, _ in pending])
+        X = np.concatenate(st["x"]) if len(st["x"]) > 1 else st["x"][0]
+        tix = np.repeat(np.arange(len(pending)), [n for _, n, _ in pending])
         if len(X):
             ring, f = assign_parts(X, C, cfg.ring_base, cfg.n_rings, cfg.ring_ratio)
             order = np.argsort(ring, kind="stable")
@@ -79,12 +82,12 @@ class _AssignRingsFn(_StageFn):
             blk = ctx.A.open_block(C, np.full(C.shape[0], float(cfg.ring_radius(i))), ("A", e, i), directions=V[i])
             sel = order[bounds[i]:bounds[i + 1]]
             parts = blk.partials(X[sel], f[sel] if len(X) else sel, tix[sel], len(pending))  # one pass per ring
-            out.append([(t, part, p) for (t, _, p), part in zip(pending, parts)])
+            out.append(_pack_parts([t for t, _, _ in pending], parts, [p for _, _, p in pending]))
         for t, _, p in pending:
             if p.adopt or p.final:
                 st["span"] = t - p.first + 1
         st["n"] += len(st["pending"])
-        st["pending"] = []
+        st["pending"], st["x"] = [], []
         # the closed epochs' coresets (shard 0 only) go once, with this shard's first parts: ring 0
         # cannot complete a tick without them, so it holds them before its epoch can close
         prev, st["prev"] = st.get("prev"), None
@@ -95,6 +98,24 @@ class _AssignRingsFn(_StageFn):
         for i in range(I):
             yield (r, i), Msg(("part", s, C, out[i], prev if i == 0 else None))
         self._stats.note(key)
+
+
+def _pack_parts(ticks, parts, plans):
+    """A ring's partial sketches ``(keys, counts, sums, n)`` of consecutive ticks as three arrays (one
+    pickle each instead of three per tick: a shard ships ~1,000 ticks × 12 rings at once in batch)."""
+    sizes = np.array([len(k) for k, _, _, _ in parts], dtype=np.int64)
+    keys = np.concatenate([np.asarray(k, dtype=np.int64) for k, _, _, _ in parts])
+    counts = np.concatenate([np.asarray(c, dtype=np.int64) for _, c, _, _ in parts])
+    sums = np.concatenate([np.asarray(q, dtype=np.int64) for _, _, q, _ in parts])
+    return (list(ticks), [int(p[3]) for p in parts], list(plans), sizes, keys, counts, sums)
+
+
+def _unpack_parts(packed):
+    """:func:`_pack_parts` → ``[(t, (keys, counts, sums, n), plan)]`` (views)."""
+    ticks, ns, plans, sizes, keys, counts, sums = packed
+    cut = np.cumsum(sizes)[:-1]
+    return [(t, (k, c, q, n), p) for t, n, p, k, c, q in
+            zip(ticks, ns, plans, np.split(keys, cut), np.split(counts, cut), np.split(sums, cut))]
 
 
 # --------------------------------------------------------------------------- RingMergeReduce
@@ -115,7 +136,8 @@ class _RingFn(_StageFn):
         r, i = key
         job, cfg, e = self.job, self.job.cfg, self.epoch
         st = _load(state) or {"ring": None, "svt": None, "have": {}, "next": None, "C": None, "prev": None}
-        _, s, C, entries, prev = item
+        _, s, C, packed, prev = item
+        entries = _unpack_parts(packed)
         st["C"] = C
         if prev is not None:  # ring 0 of epoch e > 0: the closed epochs' coresets, for EpochClose[e]
             st["prev"] = prev
