@@ -101,21 +101,26 @@ class _AssignRingsFn(_StageFn):
 
 
 def _pack_parts(ticks, parts, plans):
-    """A ring's partial sketches ``(keys, counts, sums, n)`` of consecutive ticks as three arrays (one
-    pickle each instead of three per tick: a shard ships ~1,000 ticks × 12 rings at once in batch)."""
-    sizes = np.array([len(k) for k, _, _, _ in parts], dtype=np.int64)
-    keys = np.concatenate([np.asarray(k, dtype=np.int64) for k, _, _, _ in parts])
-    counts = np.concatenate([np.asarray(c, dtype=np.int64) for _, c, _, _ in parts])
-    sums = np.concatenate([np.asarray(q, dtype=np.int64) for _, _, q, _ in parts])
-    return (list(ticks), [int(p[3]) for p in parts], list(plans), sizes, keys, counts, sums)
+    """A ring's partial sketches of consecutive ticks, each ``(*arrays with a row per entry, n)`` (the
+    block's ``partial``: integer tables, or raw points for lloyd / snap), as one array per position:
+    one pickle each instead of one per tick and position (a shard ships ~1,000 ticks × 12 rings at
+    once in batch). A position whose arrays differ in dtype or row shape stays a list."""
+    sizes = np.array([len(p[0]) for p in parts], dtype=np.int64)
+    cols = []
+    for j in range(len(parts[0]) - 1):
+        arrs = [np.asarray(p[j]) for p in parts]
+        same = all(a.dtype == arrs[0].dtype and a.shape[1:] == arrs[0].shape[1:] and len(a) == n
+                   for a, n in zip(arrs, sizes))
+        cols.append(np.concatenate(arrs) if same else arrs)
+    return list(ticks), [int(p[-1]) for p in parts], list(plans), sizes, cols
 
 
 def _unpack_parts(packed):
-    """:func:`_pack_parts` → ``[(t, (keys, counts, sums, n), plan)]`` (views)."""
-    ticks, ns, plans, sizes, keys, counts, sums = packed
+    """:func:`_pack_parts` → ``[(t, partial, plan)]`` (the arrays as views)."""
+    ticks, ns, plans, sizes, cols = packed
     cut = np.cumsum(sizes)[:-1]
-    return [(t, (k, c, q, n), p) for t, n, p, k, c, q in
-            zip(ticks, ns, plans, np.split(keys, cut), np.split(counts, cut), np.split(sums, cut))]
+    cols = [np.split(c, cut) if isinstance(c, np.ndarray) else c for c in cols]
+    return [(t, tuple(c[k] for c in cols) + (n,), p) for k, (t, n, p) in enumerate(zip(ticks, ns, plans))]
 
 
 # --------------------------------------------------------------------------- RingMergeReduce
