@@ -63,7 +63,7 @@ from transforms.parse import NAMESPACE
 from transforms.tick_timer import MODES, TickSchedule, take_ticks_upto
 from transforms.ticks import TickClock, merge_partials
 
-from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, _as_partial,
+from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, _as_partial, partial_bytes, partial_from_bytes,
     _Job, _StageFn, _load, _measured, _open, _store)
 from transforms.stages import load_seed  # noqa: F401  (re-exported: the job, tests and benchmarks import it from here)
 from transforms.epoch_stages import EpochStages
@@ -101,7 +101,7 @@ class _ShardTicksFn(_StageFn):
             return
         g, part = item[1], item[2]  # part: a Msg, kept in the bag as the bytes it came as
         if g <= m["fired"]:  # its tick is closed: frozen, never reopened
-            n = int(_open(part).points.shape[0])
+            n = int(partial_from_bytes(_open(part)).points.shape[0])
             self._c_closed.inc(n)
             _log.warning("dpstream: %d point(s) of tick %d arrived after the tick closed; dropped "
                          "(raise --allowed_lateness_seconds if this recurs)", n, g)
@@ -131,7 +131,7 @@ class _ShardTicksFn(_StageFn):
         job = self.job
         cfg = job.cfg
         ticks = list(range(m["done"] + 1, fired + 1))
-        x, sizes = merge_ticks([[_open(p) for p in pending.pop(g, ())] for g in ticks], cfg.dim)
+        x, sizes = merge_ticks([[partial_from_bytes(_open(p)) for p in pending.pop(g, ())] for g in ticks], cfg.dim)
         x, nclip = clip_to_ball(x, cfg.center_vec, cfg.radius)  # row by row: one call for all the ticks
         if nclip:
             self._c_clipped.inc(nclip)
@@ -192,7 +192,7 @@ class ShardTicks(beam.PTransform):
     def expand(self, ticks):
         dim = self.job.cfg.dim
         data = (ticks | "KeyByShard" >> beam.Map(lambda kv: (int(kv[0][0]), ("tick", int(kv[0][1]),
-                                                                          Msg(_as_partial(kv[1], dim)))))
+                                                                          Msg(partial_bytes(_as_partial(kv[1], dim))))))
                 .with_output_types(IntKeyed)
                 | "DataWindow" >> beam.WindowInto(GlobalWindows()))
         start = (ticks.pipeline | "StartClock" >> beam.Create([(s, ("start",)) for s in range(self.job.n_shards)])

@@ -45,3 +45,22 @@ def test_merge_ticks_equals_merging_and_clipping_tick_by_tick(seed):
     per = [clip_to_ball(np.array(w, dtype=np.float64), center, radius) for w in want]
     assert n == sum(c for _, c in per) > 0
     assert got.tobytes() == np.concatenate([y for y, _ in per]).tobytes()
+
+
+def test_partial_bytes_round_trip():
+    """ShardTicks' input partials cross the shuffle as one bytes object each (transforms.stages.partial_bytes)."""
+    import pickle
+    from transforms.stages import partial_bytes, partial_from_bytes
+    rng = np.random.default_rng(0)
+    parts = [_part(rng, m, 3, rng.integers(-1, 100, m)) for m in (1, 7)]
+    parts.append(_Partial(np.zeros((0, 3)), np.zeros(0, np.int64), np.zeros(0), np.array([], dtype=str)))
+    parts.append(_Partial(rng.normal(size=(6, 4))[::2], np.arange(3), np.full(3, np.nan), np.array(["ab", "", "c"])))
+    for p in parts:
+        packed = partial_bytes(p)
+        assert isinstance(packed, tuple) and not isinstance(packed, _Partial)
+        back = partial_from_bytes(pickle.loads(pickle.dumps(packed)))
+        for a, b in zip(back, p):
+            assert a.dtype == b.dtype and a.shape == b.shape
+            np.testing.assert_array_equal(a, b)
+    odd = _Partial(np.zeros((2, 3), np.float32), np.zeros(2, np.int64), np.zeros(2), np.array(["", ""]))
+    assert partial_bytes(odd) is odd and partial_from_bytes(odd) is odd  # other dtypes: pickled as they are
