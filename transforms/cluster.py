@@ -64,7 +64,7 @@ from transforms.tick_timer import MODES, TickSchedule, take_ticks_upto
 from transforms.ticks import TickClock, merge_partials
 
 from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, _as_partial, partial_bytes, partial_from_bytes,
-    _Job, _StageFn, _load, _measured, _open, _store)
+    row_blocks, _Job, _StageFn, _load, _measured, _open, _store)
 from transforms.stages import load_seed  # noqa: F401  (re-exported: the job, tests and benchmarks import it from here)
 from transforms.epoch_stages import EpochStages
 from transforms.release_stages import ClusterCoreset, ReleaseCoreset
@@ -173,7 +173,7 @@ def merge_ticks(parts_by_tick, dim: int):
     bad &= sizes > 1  # merge_partials leaves one point as it is, slot or not
     pts = pts[order]
     if bad.any():  # missing or repeated slots: merge_partials' full key, tick by tick
-        blocks = np.split(pts, np.cumsum(sizes)[:-1])
+        blocks = row_blocks(pts, sizes)
         for i in np.flatnonzero(bad):
             blocks[i] = merge_partials(parts_by_tick[i]).points
         pts = np.concatenate(blocks)
@@ -297,7 +297,7 @@ class _RouteFn(_StageFn):
         st = _load(state) or {"points": {}, "plans": {}, "routed": 0}
         if isinstance(st["points"], tuple):  # stored as one array (below)
             ts, sizes, x = st["points"]
-            st["points"] = dict(zip(ts, _split_rows(x, sizes)))
+            st["points"] = dict(zip(ts, row_blocks(x, sizes)))
         if item[0] == "points":
             _, counts, x = item
             ends = np.cumsum([n for _, n in counts])
@@ -325,11 +325,6 @@ class _RouteFn(_StageFn):
             x = np.concatenate([x for _, x, _ in ticks]) if ticks else np.zeros((0, self.job.cfg.dim))
             yield beam.pvalue.TaggedOutput(f"e{e}", (key, Msg(("tick", [(t, len(x), p) for t, x, p in ticks], x))))
         self._stats.note(key, points=held)
-
-
-def _split_rows(x: np.ndarray, sizes) -> list:
-    """Views of consecutive row blocks of ``x`` of the given sizes."""
-    return np.split(x, np.cumsum(sizes)[:-1]) if len(sizes) else []
 
 
 class RouteByEpoch(beam.PTransform):

@@ -19,7 +19,7 @@ from dpstream.rings import assign_parts
 from dpstream.semicoresets import WeightedSet
 from dpstream.sparse_vector import LevelZeroAboveThreshold
 
-from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, _Job,
+from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, row_blocks, _Job,
     _Run, _StageFn, _load, _measured, _open, _store)
 
 
@@ -104,13 +104,13 @@ def _pack_parts(ticks, parts, plans):
     """A ring's partial sketches of consecutive ticks, each ``(*arrays with a row per entry, n)`` (the
     block's ``partial``: integer tables, or raw points for lloyd / snap), as one array per position:
     one pickle each instead of one per tick and position (a shard ships ~1,000 ticks × 12 rings at
-    once in batch). A position whose arrays differ in dtype or row shape stays a list."""
-    sizes = np.array([len(p[0]) for p in parts], dtype=np.int64)
+    once in batch). A position whose arrays differ in dtype, row shape or rows stays a list."""
+    sizes = [len(p[0]) for p in parts]
     cols = []
     for j in range(len(parts[0]) - 1):
-        arrs = [np.asarray(p[j]) for p in parts]
-        same = all(a.dtype == arrs[0].dtype and a.shape[1:] == arrs[0].shape[1:] and len(a) == n
-                   for a, n in zip(arrs, sizes))
+        arrs = [p[j] for p in parts]
+        kinds = {(a.dtype, a.shape[1:]) for a in arrs if isinstance(a, np.ndarray)}
+        same = len(kinds) == 1 and all(isinstance(a, np.ndarray) for a in arrs) and [len(a) for a in arrs] == sizes
         cols.append(np.concatenate(arrs) if same else arrs)
     return list(ticks), [int(p[-1]) for p in parts], list(plans), sizes, cols
 
@@ -118,8 +118,7 @@ def _pack_parts(ticks, parts, plans):
 def _unpack_parts(packed):
     """:func:`_pack_parts` → ``[(t, partial, plan)]`` (the arrays as views)."""
     ticks, ns, plans, sizes, cols = packed
-    cut = np.cumsum(sizes)[:-1]
-    cols = [np.split(c, cut) if isinstance(c, np.ndarray) else c for c in cols]
+    cols = [row_blocks(c, sizes) if isinstance(c, np.ndarray) else c for c in cols]
     return [(t, tuple(c[k] for c in cols) + (n,), p) for k, (t, n, p) in enumerate(zip(ticks, ns, plans))]
 
 

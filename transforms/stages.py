@@ -48,6 +48,13 @@ def _as_partial(points, dim: int) -> _Partial:
     return _Partial(pts, np.full(m, -1, np.int64), np.full(m, np.nan), np.array([""] * m, dtype=str))
 
 
+def row_blocks(x, sizes) -> list:
+    """Views of consecutive row blocks of ``x`` of the given sizes (plain slices: ``np.split`` costs
+    ~1.5 µs a piece, and a batch message holds ~1,000 ticks)."""
+    ends = np.cumsum(sizes).tolist()
+    return [x[a:b] for a, b in zip([0] + ends[:-1], ends)]
+
+
 _PARTIAL_DTYPES = ("<f8", "<i8", "<f8")
 
 
