@@ -119,7 +119,7 @@ def _unpack_parts(packed):
     """:func:`_pack_parts` → ``[(t, partial, plan)]`` (the arrays as views)."""
     ticks, ns, plans, sizes, cols = packed
     cols = [row_blocks(c, sizes) if isinstance(c, np.ndarray) else c for c in cols]
-    return [(t, tuple(c[k] for c in cols) + (n,), p) for k, (t, n, p) in enumerate(zip(ticks, ns, plans))]
+    return [(t, arrays + (n,), p) for t, n, p, arrays in zip(ticks, ns, plans, zip(*cols))]
 
 
 # --------------------------------------------------------------------------- RingMergeReduce
