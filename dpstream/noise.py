@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import os
+import threading
 import warnings
 from collections import Counter
 from typing import Hashable
@@ -78,6 +79,9 @@ def _encode(part: Hashable) -> bytes:
     return repr(part).encode()
 
 
+_ZERO4 = np.zeros(4, dtype=np.uint64)  # read only: Philox's initial counter and buffer
+
+
 class NoiseSource:
     """Counter-based generator: ``source.gaussian_int(key, size, sigma)`` etc.
 
@@ -107,6 +111,7 @@ class NoiseSource:
     def __getstate__(self):
         d = dict(self.__dict__)
         d.pop("_mac", None)
+        d.pop("_scratch", None)
         seed = d.pop("_seed")
         if seed is not None:
             d["_fingerprint"] = fingerprint(seed)
@@ -124,7 +129,8 @@ class NoiseSource:
         self._seed = bytes(seed)
         self.__dict__.pop("_mac", None)
 
-    def generator(self, key: tuple, size: int = 0) -> np.random.Generator:
+    def _key_words(self, key: tuple, size: int) -> np.ndarray:
+        """The Philox key of a draw: the first 128 bits of HMAC-SHA256(seed, key)."""
         if self._seed is None:
             raise RuntimeError("this NoiseSource was unpickled without its seed: call attach_seed first")
         key = self.__dict__.get("prefix", ()) + tuple(key)
@@ -136,41 +142,60 @@ class NoiseSource:
             mac = self._mac = hmac.new(self._seed, digestmod=hashlib.sha256)
         h = mac.copy()
         h.update(msg)
-        digest = h.digest()
-        words = np.frombuffer(digest, dtype=np.uint64)
-        bg = np.random.Philox(key=words[:2], counter=np.array([0, 0, 0, 0], dtype=np.uint64))
+        return np.frombuffer(h.digest(), dtype=np.uint64)[:2]
+
+    def generator(self, key: tuple, size: int = 0) -> np.random.Generator:
+        bg = np.random.Philox(key=self._key_words(key, size), counter=np.array([0, 0, 0, 0], dtype=np.uint64))
         return np.random.Generator(bg)
+
+    def _drawing(self, key: tuple, size: int) -> np.random.Generator:
+        """What :meth:`generator` returns, for a draw made at once and never kept: one Philox per
+        thread, reset to the key's initial state (equal to a new ``Philox(key=…, counter=0)``: zero
+        counter, empty buffer) instead of a new one: 2 µs instead of 20 per draw, ~20,000 draws per
+        run of the Beam job at T = 1000."""
+        words = self._key_words(key, size)
+        local = self.__dict__.get("_scratch")
+        if local is None:  # per thread: a draw never shares its generator (not pickled)
+            local = self._scratch = threading.local()
+        bg = getattr(local, "bg", None)
+        if bg is None:
+            bg = local.bg = np.random.Philox(key=words, counter=np.array([0, 0, 0, 0], dtype=np.uint64))
+            local.gen = np.random.Generator(bg)
+        else:
+            bg.state = {"bit_generator": "Philox", "state": {"counter": _ZERO4, "key": words},
+                        "buffer": _ZERO4, "buffer_pos": 4, "has_uint32": 0, "uinteger": 0}
+        return local.gen
 
     # -- draws -------------------------------------------------------------
     def gaussian(self, key: tuple, size, sigma: float) -> np.ndarray:
         """Continuous Gaussian noise; only for values that are never released."""
         n = int(np.prod(size))
-        return self.generator(key, n).normal(0.0, sigma, size)
+        return self._drawing(key, n).normal(0.0, sigma, size)
 
     def gaussian_int(self, key: tuple, size, sigma: float) -> np.ndarray:
         """Rounded Gaussian noise (int64): post-processing of the Gaussian mechanism."""
         n = int(np.prod(size))
-        return np.rint(self.generator(key, n).normal(0.0, sigma, size)).astype(np.int64)
+        return np.rint(self._drawing(key, n).normal(0.0, sigma, size)).astype(np.int64)
 
     def discrete_laplace(self, key: tuple, size, scale: float) -> np.ndarray:
         """Discrete Laplace with pmf ∝ exp(-|k|/scale), as G1 - G2 of two geometrics."""
         n = int(np.prod(size))
-        g = self.generator(key, n)
+        g = self._drawing(key, n)
         p = -np.expm1(-1.0 / scale)
         return (g.geometric(p, size) - g.geometric(p, size)).astype(np.int64)
 
     def laplace(self, key: tuple, size, scale: float) -> np.ndarray:
         """Continuous Laplace; only for values that are never released (SVT noise)."""
         n = int(np.prod(size))
-        return self.generator(key, n).laplace(0.0, scale, size)
+        return self._drawing(key, n).laplace(0.0, scale, size)
 
     def uniform(self, key: tuple, size, low=0.0, high=1.0) -> np.ndarray:
         n = int(np.prod(size))
-        return self.generator(key, n).uniform(low, high, size)
+        return self._drawing(key, n).uniform(low, high, size)
 
     def integers(self, key: tuple, size, low, high) -> np.ndarray:
         n = int(np.prod(size))
-        return self.generator(key, n).integers(low, high, size)
+        return self._drawing(key, n).integers(low, high, size)
 
     def int_noise(self, key: tuple, size, mechanism: str, scale: float) -> np.ndarray:
         """Integer noise of the mechanism named in the privacy plan."""

@@ -696,6 +696,8 @@ def launch(job: Job, beam_args: List[str], wait: bool = True):
         install()  # the BundleBasedDirectRunner would lose the counters of a streaming run (Beam 2.77)
         from pipelines import direct_pubsub
         direct_pubsub.install()  # its Pub/Sub reader would pull 10 messages per bundle (Beam 2.77)
+        from pipelines import direct_statecache
+        direct_statecache.install()  # its state cache would spend ~1 ms sizing each state cell (Beam 2.77)
     opts = pipeline_options(job, beam_args)
     p = beam.Pipeline(options=opts)
     build(p, job, seed_path)

@@ -12,6 +12,13 @@ from typing import Optional
 import apache_beam as beam
 
 
+def json_line(d) -> str:
+    """A dict's JSON text: the one it carries (a release from ``ClusterCoreset``, already encoded:
+    ``transforms.release_json``), else ``json.dumps``."""
+    text = getattr(d, "json", None)
+    return text if isinstance(text, str) else json.dumps(d)
+
+
 def is_topic(dest: str) -> bool:
     return dest.startswith("projects/") and "/topics/" in dest
 
@@ -19,7 +26,7 @@ def is_topic(dest: str) -> bool:
 def release_message(rel: dict):
     """One Pub/Sub message per release: the JSON release, attributes tick, epoch, run and global_tick."""
     from apache_beam.io.gcp.pubsub import PubsubMessage
-    return PubsubMessage(json.dumps(rel).encode("utf-8"),
+    return PubsubMessage(json_line(rel).encode("utf-8"),
                          {"tick": str(int(rel["tick"])), "epoch": str(int(rel["epoch"])),
                           "run": str(int(rel.get("run", 0))), "global_tick": str(int(rel.get("global_tick", rel["tick"])))})
 
@@ -59,11 +66,11 @@ class WriteJsonLines(beam.PTransform):
             if self.attributes is None:
                 from apache_beam.io.gcp.pubsub import PubsubMessage
                 msgs = pcoll | "ToMessage" >> beam.Map(
-                    lambda d: PubsubMessage(json.dumps(d).encode("utf-8"), {}))
+                    lambda d: PubsubMessage(json_line(d).encode("utf-8"), {}))
             else:
                 msgs = pcoll | "ToMessage" >> beam.Map(self.attributes)
             return msgs | "Publish" >> beam.io.WriteToPubSub(self.dest, with_attributes=True)
-        lines = pcoll | "ToJson" >> beam.Map(json.dumps)
+        lines = pcoll | "ToJson" >> beam.Map(json_line)
         if self.streaming:
             return lines | "Append" >> beam.ParDo(_AppendLinesFn(self.dest))
         return lines | "Write" >> beam.io.WriteToText(self.dest, shard_name_template="", num_shards=1)

@@ -63,8 +63,8 @@ from transforms.parse import NAMESPACE
 from transforms.tick_timer import MODES, TickSchedule, take_ticks_upto
 from transforms.ticks import TickClock, merge_partials
 
-from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, _as_partial,
-    _Job, _StageFn, _load, _measured, _open, _store)
+from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, _as_partial, partial_bytes, partial_from_bytes,
+    row_blocks, _Job, _StageFn, _load, _measured, _open, _store)
 from transforms.stages import load_seed  # noqa: F401  (re-exported: the job, tests and benchmarks import it from here)
 from transforms.epoch_stages import EpochStages
 from transforms.release_stages import ClusterCoreset, ReleaseCoreset
@@ -99,9 +99,9 @@ class _ShardTicksFn(_StageFn):
             timer.set(sched.close_time(m["armed"]))
         if item[0] != "tick":
             return
-        g, part = item[1], item[2]
+        g, part = item[1], item[2]  # part: a Msg, kept in the bag as the bytes it came as
         if g <= m["fired"]:  # its tick is closed: frozen, never reopened
-            n = int(part.points.shape[0])
+            n = int(partial_from_bytes(_open(part)).points.shape[0])
             self._c_closed.inc(n)
             _log.warning("dpstream: %d point(s) of tick %d arrived after the tick closed; dropped "
                          "(raise --allowed_lateness_seconds if this recurs)", n, g)
@@ -128,25 +128,56 @@ class _ShardTicksFn(_StageFn):
         if nxt is not None:
             timer.set(sched.close_time(nxt))
         pending = take_ticks_upto(buf, fired)
-        cfg, job = self.job.cfg, self.job
-        counts, points = {}, {}
-        n_all = 0
-        for g in range(m["done"] + 1, fired + 1):
-            parts = pending.pop(g, None)
-            x = merge_partials(parts).points if parts else np.zeros((0, cfg.dim))
-            x, nclip = clip_to_ball(np.array(x, dtype=np.float64), cfg.center_vec, cfg.radius)
-            if nclip:
-                self._c_clipped.inc(nclip)
-            n = int(x.shape[0])
-            n_all += n
+        job = self.job
+        cfg = job.cfg
+        ticks = list(range(m["done"] + 1, fired + 1))
+        x, sizes = merge_ticks([[partial_from_bytes(_open(p)) for p in pending.pop(g, ())] for g in ticks], cfg.dim)
+        x, nclip = clip_to_ball(x, cfg.center_vec, cfg.radius)  # row by row: one call for all the ticks
+        if nclip:
+            self._c_clipped.inc(nclip)
+        counts, first = {}, {}
+        n_all = int(x.shape[0])
+        for i, (g, n) in enumerate(zip(ticks, sizes)):
             r, t = job.split(g)
-            counts.setdefault(r, []).append((t, n))
-            points.setdefault(r, []).append((t, x))
+            counts.setdefault(r, []).append((t, int(n)))
+            first.setdefault(r, i)
         self._c_points.inc(n_all)
+        ends = np.concatenate([[0], np.cumsum(sizes)])
         for r in sorted(counts):
             yield r, Msg(("count", key, counts[r]))
-            yield beam.pvalue.TaggedOutput("points", ((r, key), Msg(("points", points[r]))))
+            # a run's ticks are consecutive: its points are one slice, shipped as one array (not one per tick)
+            a = first[r]
+            pts = x[ends[a]:ends[a + len(counts[r])]]
+            yield beam.pvalue.TaggedOutput("points", ((r, key), Msg(("points", counts[r], pts))))
         self._stats.note(key, points=n_all)
+
+
+def merge_ticks(parts_by_tick, dim: int):
+    """:func:`~transforms.ticks.merge_partials` of every tick's partial batches (a list per tick, in
+    tick order), as one array: ``(points of all the ticks in tick order, points per tick)``. Equal to
+    merging tick by tick; one sort for the ticks whose slots are all known and distinct (the
+    position clock: all of them), ``merge_partials`` for the others."""
+    sizes = np.array([sum(p.points.shape[0] for p in parts) for parts in parts_by_tick], dtype=np.int64)
+    flat = [p for parts in parts_by_tick for p in parts]
+    if not flat:
+        return np.zeros((0, dim)), sizes
+    pts = np.concatenate([p.points for p in flat]).astype(np.float64, copy=False).reshape(-1, dim)
+    slots = np.concatenate([p.slots for p in flat])
+    tick = np.repeat(np.arange(len(parts_by_tick)), sizes)
+    order = np.lexsort((slots, tick))  # within a tick: by slot, the order merge_partials gives distinct slots
+    s, g = slots[order], tick[order]
+    bad = np.zeros(len(parts_by_tick), dtype=bool)
+    bad[g[s < 0]] = True
+    same = g[1:] == g[:-1]
+    bad[g[1:][same & ~(s[1:] > s[:-1])]] = True
+    bad &= sizes > 1  # merge_partials leaves one point as it is, slot or not
+    pts = pts[order]
+    if bad.any():  # missing or repeated slots: merge_partials' full key, tick by tick
+        blocks = row_blocks(pts, sizes)
+        for i in np.flatnonzero(bad):
+            blocks[i] = merge_partials(parts_by_tick[i]).points
+        pts = np.concatenate(blocks)
+    return np.ascontiguousarray(pts), sizes
 
 
 class ShardTicks(beam.PTransform):
@@ -161,7 +192,7 @@ class ShardTicks(beam.PTransform):
     def expand(self, ticks):
         dim = self.job.cfg.dim
         data = (ticks | "KeyByShard" >> beam.Map(lambda kv: (int(kv[0][0]), ("tick", int(kv[0][1]),
-                                                                          _as_partial(kv[1], dim))))
+                                                                          Msg(partial_bytes(_as_partial(kv[1], dim))))))
                 .with_output_types(IntKeyed)
                 | "DataWindow" >> beam.WindowInto(GlobalWindows()))
         start = (ticks.pipeline | "StartClock" >> beam.Create([(s, ("start",)) for s in range(self.job.n_shards)])
@@ -264,9 +295,14 @@ class _RouteFn(_StageFn):
         key, item = element
         item = _open(item)
         st = _load(state) or {"points": {}, "plans": {}, "routed": 0}
+        if isinstance(st["points"], tuple):  # stored as one array (below)
+            ts, sizes, x = st["points"]
+            st["points"] = dict(zip(ts, row_blocks(x, sizes)))
         if item[0] == "points":
-            for t, x in item[1]:
-                st["points"][t] = x
+            _, counts, x = item
+            ends = np.cumsum([n for _, n in counts])
+            for (t, n), end in zip(counts, ends):
+                st["points"][t] = x[end - n:end]
         else:
             for p in item[1]:
                 st["plans"][p.t] = p
@@ -276,17 +312,24 @@ class _RouteFn(_StageFn):
             p = st["plans"].pop(t)
             out.setdefault(p.epoch, []).append((t, st["points"].pop(t), _small(p)))
         st["routed"] += len(ready)
+        held = sum(len(x) for x in st["points"].values())
         if st["routed"] >= self.job.T:
             state.clear()
         else:
+            if st["points"]:  # stored as one array, not one pickled array per tick
+                ts = sorted(st["points"])
+                st["points"] = (ts, [len(st["points"][t]) for t in ts], np.concatenate([st["points"][t] for t in ts]))
             _store(state, st)
         for e in sorted(out):
-            yield beam.pvalue.TaggedOutput(f"e{e}", (key, Msg(("tick", out[e]))))
-        self._stats.note(key, points=sum(len(x) for x in st["points"].values()))
+            ticks = out[e]  # each epoch copy gets its ticks' points as one array, with (t, n, plan) per tick
+            x = np.concatenate([x for _, x, _ in ticks]) if ticks else np.zeros((0, self.job.cfg.dim))
+            yield beam.pvalue.TaggedOutput(f"e{e}", (key, Msg(("tick", [(t, len(x), p) for t, x, p in ticks], x))))
+        self._stats.note(key, points=held)
 
 
 class RouteByEpoch(beam.PTransform):
-    """(shard points, shard plans) → one PCollection per epoch index: ``((r, s), ("tick", [(t, x, plan)]))``."""
+    """(shard points, shard plans) → one PCollection per epoch index: ``((r, s), ("tick", [(t, n, plan)], x))``,
+    x the n points of each tick, tick after tick, in one array."""
 
     def __init__(self, job: _Job, label: Optional[str] = None):
         super().__init__(label)

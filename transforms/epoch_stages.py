@@ -19,7 +19,7 @@ from dpstream.rings import assign_parts
 from dpstream.semicoresets import WeightedSet
 from dpstream.sparse_vector import LevelZeroAboveThreshold
 
-from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, _Job,
+from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, row_blocks, _Job,
     _Run, _StageFn, _load, _measured, _open, _store)
 
 
@@ -51,23 +51,26 @@ class _AssignRingsFn(_StageFn):
         r, s = key
         job, cfg, e = self.job, self.job.cfg, self.epoch
         st = _load(state) or {"centers": cfg.center_vec[None, :].copy() if e == 0 else None, "pending": [],
-                              "n": 0, "span": None, "prev": None}
-        if item[0] == "tick":
+                              "x": [], "n": 0, "span": None, "prev": None}
+        if item[0] == "tick":  # [(t, n, plan)] and the ticks' points, tick after tick, in one array
             st["pending"].extend(item[1])
+            st["x"].append(item[2])
         else:  # ("centers", F, coresets | None): this epoch's ring centers, from EpochClose of epoch e − 1
             st["centers"] = np.asarray(item[1], dtype=float)
             st["prev"] = item[2]  # shard 0 only: the closed epochs' coresets, passed on to ring 0
         C = st["centers"]
         if C is None or not st["pending"]:
+            if len(st["x"]) > 1:  # stored as one array
+                st["x"] = [np.concatenate(st["x"])]
             _store(state, st)
-            self._stats.note(key, points=sum(len(x) for _, x, _ in st["pending"]))
+            self._stats.note(key, points=sum(n for _, n, _ in st["pending"]))
             return
         ctx = self.run(r)
         V = self._directions(r, ctx)
         I = job.n_rings
         pending = st["pending"]
-        X = np.concatenate([x for _, x, _ in pending]) if pending else np.zeros((0, cfg.dim))
-        tix = np.repeat(np.arange(len(pending)), [len(x) for _, x, _ in pending])
+        X = np.concatenate(st["x"]) if len(st["x"]) > 1 else st["x"][0]
+        tix = np.repeat(np.arange(len(pending)), [n for _, n, _ in pending])
         if len(X):
             ring, f = assign_parts(X, C, cfg.ring_base, cfg.n_rings, cfg.ring_ratio)
             order = np.argsort(ring, kind="stable")
@@ -79,12 +82,12 @@ class _AssignRingsFn(_StageFn):
             blk = ctx.A.open_block(C, np.full(C.shape[0], float(cfg.ring_radius(i))), ("A", e, i), directions=V[i])
             sel = order[bounds[i]:bounds[i + 1]]
             parts = blk.partials(X[sel], f[sel] if len(X) else sel, tix[sel], len(pending))  # one pass per ring
-            out.append([(t, part, p) for (t, _, p), part in zip(pending, parts)])
+            out.append(_pack_parts([t for t, _, _ in pending], parts, [p for _, _, p in pending]))
         for t, _, p in pending:
             if p.adopt or p.final:
                 st["span"] = t - p.first + 1
         st["n"] += len(st["pending"])
-        st["pending"] = []
+        st["pending"], st["x"] = [], []
         # the closed epochs' coresets (shard 0 only) go once, with this shard's first parts: ring 0
         # cannot complete a tick without them, so it holds them before its epoch can close
         prev, st["prev"] = st.get("prev"), None
@@ -95,6 +98,28 @@ class _AssignRingsFn(_StageFn):
         for i in range(I):
             yield (r, i), Msg(("part", s, C, out[i], prev if i == 0 else None))
         self._stats.note(key)
+
+
+def _pack_parts(ticks, parts, plans):
+    """A ring's partial sketches of consecutive ticks, each ``(*arrays with a row per entry, n)`` (the
+    block's ``partial``: integer tables, or raw points for lloyd / snap), as one array per position:
+    one pickle each instead of one per tick and position (a shard ships ~1,000 ticks × 12 rings at
+    once in batch). A position whose arrays differ in dtype, row shape or rows stays a list."""
+    sizes = [len(p[0]) for p in parts]
+    cols = []
+    for j in range(len(parts[0]) - 1):
+        arrs = [p[j] for p in parts]
+        kinds = {(a.dtype, a.shape[1:]) for a in arrs if isinstance(a, np.ndarray)}
+        same = len(kinds) == 1 and all(isinstance(a, np.ndarray) for a in arrs) and [len(a) for a in arrs] == sizes
+        cols.append(np.concatenate(arrs) if same else arrs)
+    return list(ticks), [int(p[-1]) for p in parts], list(plans), sizes, cols
+
+
+def _unpack_parts(packed):
+    """:func:`_pack_parts` → ``[(t, partial, plan)]`` (the arrays as views)."""
+    ticks, ns, plans, sizes, cols = packed
+    cols = [row_blocks(c, sizes) if isinstance(c, np.ndarray) else c for c in cols]
+    return [(t, arrays + (n,), p) for t, n, p, arrays in zip(ticks, ns, plans, zip(*cols))]
 
 
 # --------------------------------------------------------------------------- RingMergeReduce
@@ -115,7 +140,8 @@ class _RingFn(_StageFn):
         r, i = key
         job, cfg, e = self.job, self.job.cfg, self.epoch
         st = _load(state) or {"ring": None, "svt": None, "have": {}, "next": None, "C": None, "prev": None}
-        _, s, C, entries, prev = item
+        _, s, C, packed, prev = item
+        entries = _unpack_parts(packed)
         st["C"] = C
         if prev is not None:  # ring 0 of epoch e > 0: the closed epochs' coresets, for EpochClose[e]
             st["prev"] = prev

@@ -20,6 +20,7 @@ from dpstream.merge_reduce import reduce as _reduce
 from dpstream.release import Release
 from dpstream.semicoresets import WeightedSet
 from transforms.parse import NAMESPACE
+from transforms.release_json import ReleaseEncoder
 
 from transforms.stages import IntKeyed, RELEASE_KEY, _Job, _StageFn, _load, _measured, _open, _store
 
@@ -177,6 +178,7 @@ class _ClusterFn(_StageFn):
     def setup(self):
         super().setup()
         self._memo = OrderedDict()
+        self._json = ReleaseEncoder()
         self._c_released = Metrics.counter(NAMESPACE, "ticks_released")
 
     def _fit(self, key, fn):
@@ -201,7 +203,8 @@ class _ClusterFn(_StageFn):
                       plan=ctx.plan, run=rec.run, global_tick=rec.global_tick, window_centers=wc,
                       window_first_run=rec.window_first_run)
         self._c_released.inc()
-        yield TimestampedValue(rel.to_dict(), self.job.schedule.close_time(rec.global_tick))
+        # the JSON line is encoded here, in parallel across ticks, with repeated coresets encoded once
+        yield TimestampedValue(self._json.release_dict(rel), self.job.schedule.close_time(rec.global_tick))
         self._stats.note(("tick", rec.global_tick))
 
 

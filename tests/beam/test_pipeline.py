@@ -79,7 +79,26 @@ def test_batch_job_releases_exactly_what_the_engine_releases(tmp_path, seed_file
     assert _read_jsonl(out / "dead_letter.jsonl") == []
 
 
-@pytest.mark.parametrize("bucket_shards", [1, 3])
+@pytest.mark.parametrize("semicoreset", ["lloyd", "snap"])
+def test_batch_job_with_the_other_semicoresets_releases_what_the_engine_releases(tmp_path, seed_file, semicoreset):
+    """lloyd's blocks ship raw points between AssignRings and RingMergeReduce, snap's counts only (and it
+    turns the bicriteria on): the same releases as the engine."""
+    rng = np.random.default_rng(5)
+    X = _blobs(1200, rng)
+    np.save(tmp_path / "a.npy", X)
+    out = tmp_path / "out"
+    argv = [f"--input={tmp_path}/a.npy", f"--output={out}", "--dim=2", "--radius=12", "--k=3",
+            "--tick_size=200", "--horizon_ticks=7", f"--seed_file={seed_file}", "--epsilon=1",
+            f"--semicoreset={semicoreset}"]
+    _run_batch(argv)
+    got = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
+    job, _ = job_mod.parse_args(argv)
+    want = _engine_releases(job, seed_file, {t + 1: X[t * 200:(t + 1) * 200] for t in range(6)})
+    assert [r["tick"] for r in got] == list(range(1, 8))
+    assert got == want
+
+
+@pytest.mark.parametrize("bucket_shards", [3])
 def test_snap_job_with_bucket_shards_releases_what_the_engine_releases(tmp_path, seed_file, bucket_shards):
     """--semicoreset snap runs BicriteriaCenters on Q·(L+1)·S (tree, level, bucket shard) keys and the
     CenterRegistry merges their reports: the releases are the engine's with the same bucket_shards."""
