@@ -4,11 +4,13 @@ stages, and the scale-out factor (issue 10).
 
     .venv/bin/python benchmarks/beam_keys.py [--n 1000000] [--d 10] [--k 10] [--tick_size 1000]
                                              [--point_shards 8] [--tick_timer batch] [--out benchmarks/results]
+                                             [--semicoreset snap --bucket_shards S --name beam_keys_snap.md]
 
 Data: ``dpstream.datasets.gaussian_mixture(n, d, k, std=1, box=10, seed=0)`` saved as one .npy file, public
 radius Λ = (box + 5·std)·√d, ``--horizon_ticks`` = ⌈n / tick_size⌉ (as ``benchmarks/beam_benchmark.py``).
 The job (``pipelines.dp_stream_cluster.run``) runs once, in this process, on one DirectRunner worker, with
-``DPSTREAM_KEY_STATS`` set: every stage of ``transforms/cluster.py`` then records, per key, the thread CPU
+``DPSTREAM_KEY_STATS`` set: every stage of ``transforms/cluster.py`` (and, with ``--semicoreset snap``,
+``BicriteriaCenters`` and ``CenterRegistry``) then records, per key, the thread CPU
 time of its ``process`` / ``on_timer`` calls (its own code, outputs built before Beam encodes them) and the
 most floats / raw points it kept (``transforms/keystats.py``). Exact sizes: operator telemetry, never a
 release.
@@ -86,7 +88,9 @@ def report(args, keys, wall, cpu, n_released, argv) -> str:
     L.append("")
     L.append(f"Data: `gaussian_mixture(n={args.n:,}, d={args.d}, k={args.k}, std={STD}, box={BOX}, seed=0)`; "
              f"`--tick_size {args.tick_size}`, T = {math.ceil(args.n / args.tick_size)}, "
-             f"`--point_shards {args.point_shards}`, `--tick_timer {args.tick_timer}`, ε = 1 (defaults otherwise); "
+             f"`--point_shards {args.point_shards}`, `--tick_timer {args.tick_timer}`"
+             + (f", `--semicoreset {args.semicoreset}`, `--bucket_shards {args.bucket_shards}`"
+                if args.semicoreset != "tree" else "") + ", ε = 1 (defaults otherwise); "
              f"one DirectRunner worker (FnApiRunner in-process), BLAS threads = 1; 2-core machine shared with "
              f"other work. Job argv: `{' '.join(a for a in argv if not a.startswith('--seed_file'))}`.")
     L.append("")
@@ -104,7 +108,7 @@ def report(args, keys, wall, cpu, n_released, argv) -> str:
     L.append("")
     L.append("| stage | keys | CPU s (sum) | CPU s (busiest key) | calls | max floats in a key | max raw points in a key |")
     L.append("|---|---:|---:|---:|---:|---:|---:|")
-    order = ["ShardTicks", "EpochPlan", "RouteByEpoch", "AssignRings", "RingMergeReduce", "EpochClose",
+    order = ["BicriteriaCenters", "CenterRegistry", "ShardTicks", "EpochPlan", "RouteByEpoch", "AssignRings", "RingMergeReduce", "EpochClose",
              "ReleaseCoreset", "ClusterCoreset"]
     for stage in sorted(stages, key=lambda s: (order.index(_stage_family(s)) if _stage_family(s) in order else 99, s)):
         vs = [v for _, v in stages[stage]]
@@ -217,6 +221,10 @@ def main(argv=None):
     ap.add_argument("--tick_size", type=int, default=1000)
     ap.add_argument("--point_shards", type=int, default=8)
     ap.add_argument("--tick_timer", choices=("batch", "looping"), default="batch")
+    ap.add_argument("--semicoreset", choices=("tree", "lloyd", "snap"), default="tree",
+                    help="snap runs the bicriteria stages too (BicriteriaCenters, CenterRegistry)")
+    ap.add_argument("--bucket_shards", type=int, default=1, help="with --semicoreset snap: keys per (tree, level)")
+    ap.add_argument("--name", default="beam_keys.md", help="the report's file name in --out (default beam_keys.md)")
     ap.add_argument("--out", default="benchmarks/results")
     ap.add_argument("--baseline_repo", help="a checkout of another commit whose job to time against this one")
     ap.add_argument("--repeats", type=int, default=2, help="runs of each job in the comparison (default 2)")
@@ -241,6 +249,8 @@ def main(argv=None):
                     f"--horizon_ticks={math.ceil(args.n / args.tick_size)}", f"--point_shards={args.point_shards}",
                     f"--tick_timer={args.tick_timer}", f"--seed_file={seed_file}",
                     f"--seed_registry={work}/registry.jsonl"]
+        if args.semicoreset != "tree":
+            job_argv += [f"--semicoreset={args.semicoreset}", f"--bucket_shards={args.bucket_shards}"]
         from pipelines import dp_stream_cluster as job_mod
         os.environ[ENV] = stats
         r0 = resource.getrusage(resource.RUSAGE_SELF)
@@ -259,7 +269,7 @@ def main(argv=None):
     if runs:
         text += compare_report(args, runs)
     os.makedirs(args.out, exist_ok=True)
-    Path(args.out, "beam_keys.md").write_text(text, encoding="utf-8")
+    Path(args.out, args.name).write_text(text, encoding="utf-8")
     print(text)
     return 0
 
