@@ -98,17 +98,18 @@ def test_batch_job_with_the_other_semicoresets_releases_what_the_engine_releases
     assert got == want
 
 
-@pytest.mark.parametrize("bucket_shards", [3])
-def test_snap_job_with_bucket_shards_releases_what_the_engine_releases(tmp_path, seed_file, bucket_shards):
+@pytest.mark.parametrize("bucket_shards, timer", [(3, "batch"), (3, "looping")])
+def test_snap_job_with_bucket_shards_releases_what_the_engine_releases(tmp_path, seed_file, bucket_shards, timer):
     """--semicoreset snap runs BicriteriaCenters on Q·(L+1)·S (tree, level, bucket shard) keys and the
-    CenterRegistry merges their reports: the releases are the engine's with the same bucket_shards."""
+    CenterRegistry merges their reports: the releases are the engine's with the same bucket_shards, whether
+    the level updates are summed per bundle (batch timer) or sent one per point shard (looping timer)."""
     rng = np.random.default_rng(5)
     X = _blobs(1500, rng)
     np.save(tmp_path / "a.npy", X)
     out = tmp_path / "out"
     argv = [f"--input={tmp_path}/a.npy", f"--output={out}", "--dim=2", "--radius=12", "--k=3", "--tick_size=150",
             "--horizon_ticks=11", f"--seed_file={seed_file}", "--epsilon=2", "--semicoreset=snap",
-            f"--bucket_shards={bucket_shards}"]
+            f"--bucket_shards={bucket_shards}", f"--tick_timer={timer}"]
     _run_batch(argv)
     got = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
     job, _ = job_mod.parse_args(argv)
