@@ -698,6 +698,8 @@ def launch(job: Job, beam_args: List[str], wait: bool = True):
         direct_pubsub.install()  # its Pub/Sub reader would pull 10 messages per bundle (Beam 2.77)
         from pipelines import direct_statecache
         direct_statecache.install()  # its state cache would spend ~1 ms sizing each state cell (Beam 2.77)
+        from pipelines import direct_keys
+        direct_keys.install()  # the BundleBasedDirectRunner would keep (and scan) every key it ever saw (Beam 2.77)
     opts = pipeline_options(job, beam_args)
     p = beam.Pipeline(options=opts)
     build(p, job, seed_path)
