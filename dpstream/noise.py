@@ -79,7 +79,8 @@ def _encode(part: Hashable) -> bytes:
     return repr(part).encode()
 
 
-_ZERO4 = np.zeros(4, dtype=np.uint64)  # read only: Philox's initial counter and buffer
+_ZERO4 = np.zeros(4, dtype=np.uint64)  # Philox's initial counter and buffer
+_ZERO4.flags.writeable = False
 
 
 class NoiseSource:

@@ -71,7 +71,11 @@ class _LevelUpdatesFn(beam.DoFn):
     With the batch timer (``combine=True``: bounded input, one firing at the horizon) the updates of a
     bundle are summed per (key, tick) and emitted when the bundle finishes, so a key receives about one
     update per tick instead of one per point shard: the keys' per-element work was most of their CPU
-    (measured: 8 elements per tick and key at ``--point_shards 8``). A stream emits each update at once."""
+    (measured: 8 elements per tick and key at ``--point_shards 8``). The sums are emitted early once they
+    hold :attr:`MAX_HELD_BYTES` (a bundle of a big file can span many ticks); the keys add up what they
+    get either way. A stream emits each update at once."""
+
+    MAX_HELD_BYTES = 64 << 20
 
     def __init__(self, cfg: EngineConfig, seed_path: str, combine: bool = False):
         self.cfg, self.seed_path, self.combine = cfg, seed_path, bool(combine)
@@ -83,6 +87,7 @@ class _LevelUpdatesFn(beam.DoFn):
 
     def start_bundle(self):
         self._acc = {}  # ((q, lv, s), tick) -> [summed update (int64), latest input timestamp]
+        self._held = 0
 
     def updates(self, x: np.ndarray):
         """((q, lv, s), update) for every key, for a batch of points (clipped and centred here)."""
@@ -108,12 +113,15 @@ class _LevelUpdatesFn(beam.DoFn):
             acc = self._acc.get((key, tick))
             if acc is None:
                 self._acc[(key, tick)] = [u.astype(np.int64), ts]
+                self._held += u.size * 8
             else:
                 acc[0] += u
                 acc[1] = max(acc[1], ts)
+        if self._held >= self.MAX_HELD_BYTES:
+            yield from self.finish_bundle()
 
     def finish_bundle(self):
-        acc, self._acc = self._acc, {}
+        acc, self._acc, self._held = self._acc, {}, 0
         for (key, tick), (u, ts) in acc.items():
             yield WindowedValue((key, ("tick", tick, _narrow(u))), ts, [GlobalWindow()])
 

@@ -52,12 +52,14 @@ class ReleaseEncoder:
     def encode(self, rel: Release, d: dict) -> str:
         parts = []
         for k, v in d.items():
-            if k in _ARRAY_FIELDS:
+            if k in _ARRAY_FIELDS and np.asarray(getattr(rel, k)).dtype.kind in "biuf":
                 a = np.asarray(getattr(rel, k))
-                # keyed by the array's bytes, not by a version: a wrong hit is impossible
+                # keyed by the array's bytes, not by a version: a wrong hit is impossible (numbers only:
+                # an object array's bytes are addresses)
                 frag = self._cached((k, a.dtype.str, a.shape, a.tobytes()), lambda v=v: json.dumps(v))
             elif k == "privacy":
-                # the plan object is cached per process and immutable; the memo holds it, so its id stays its own
+                # the plan object is cached per process and never changed after it is built; the memo holds
+                # it, so its id stays its own
                 frag = self._cached(("privacy", id(rel.plan)), lambda v=v: (rel.plan, json.dumps(v)))[1]
             else:
                 frag = json.dumps(v)

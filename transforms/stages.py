@@ -104,15 +104,19 @@ class Msg:
 
     @property
     def v(self):
-        if self._v is _UNREAD:
-            self._v = pickle.loads(self._pickled)
+        v = self._v
+        if v is _UNREAD:  # each attribute read once: a message read from two threads stays whole
+            v = pickle.loads(self._pickled)
+            self._v = v
             self._pickled = None  # one copy in memory: the object (re-pickled if it is sent again)
-        return self._v
+        return v
 
     def __reduce__(self):
-        if self._pickled is None:
-            self._pickled = pickle.dumps(self._v, protocol=pickle.HIGHEST_PROTOCOL)
-        return _unpickle_msg, (self._pickled,)
+        data = self._pickled
+        if data is None:
+            data = pickle.dumps(self._v, protocol=pickle.HIGHEST_PROTOCOL)
+            self._pickled = data
+        return _unpickle_msg, (data,)
 
 
 def _unpickle_msg(data: bytes) -> Msg:

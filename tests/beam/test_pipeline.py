@@ -98,11 +98,17 @@ def test_batch_job_with_the_other_semicoresets_releases_what_the_engine_releases
     assert got == want
 
 
-@pytest.mark.parametrize("bucket_shards, timer", [(3, "batch"), (3, "looping")])
-def test_snap_job_with_bucket_shards_releases_what_the_engine_releases(tmp_path, seed_file, bucket_shards, timer):
+@pytest.mark.parametrize("bucket_shards, timer, held_bytes", [(3, "batch", None), (3, "batch", 1),
+                                                              (3, "looping", None), (1, "looping", None)])
+def test_snap_job_with_bucket_shards_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch,
+                                                                       bucket_shards, timer, held_bytes):
     """--semicoreset snap runs BicriteriaCenters on Q·(L+1)·S (tree, level, bucket shard) keys and the
     CenterRegistry merges their reports: the releases are the engine's with the same bucket_shards, whether
-    the level updates are summed per bundle (batch timer) or sent one per point shard (looping timer)."""
+    the level updates are summed per bundle (batch timer; emitted early past a byte budget: 1 byte = after
+    every batch) or sent one per point shard (looping timer)."""
+    if held_bytes is not None:
+        from transforms.bicriteria import _LevelUpdatesFn
+        monkeypatch.setattr(_LevelUpdatesFn, "MAX_HELD_BYTES", held_bytes)
     rng = np.random.default_rng(5)
     X = _blobs(1500, rng)
     np.save(tmp_path / "a.npy", X)

@@ -32,6 +32,17 @@ def test_encoded_text_is_json_dumps_of_the_dict():
         assert got == d and json_line(got) == json.dumps(d)
         texts.add(got.json)
     assert len(texts) == 12
+    # the memo is used: encoding the last release again encodes none of its number arrays anew
+    calls = []
+    real = json.dumps
+    import transforms.release_json as rj
+    rj.json.dumps = lambda v, *a, **k: (calls.append(type(v).__name__), real(v, *a, **k))[1]
+    try:
+        assert enc.release_dict(rel).json == got.json
+    finally:
+        rj.json.dumps = real
+    assert "list" not in calls and "dict" not in calls, calls  # arrays and the privacy plan from the memo
+    assert calls  # the scalar fields were encoded (the patch saw the calls)
     back = pickle.loads(pickle.dumps(got, protocol=pickle.HIGHEST_PROTOCOL))
     assert isinstance(back, ReleaseDict) and back.json == got.json and back == got
     assert json_line({"a": [1.5, float("nan")]}) == json.dumps({"a": [1.5, float("nan")]})
