@@ -25,6 +25,7 @@ from typing import List
 import numpy as np
 from scipy import sparse
 
+
 def normalise(x: np.ndarray, part: np.ndarray, centers: np.ndarray, radii: np.ndarray) -> np.ndarray:
     """y = (x − c_p)/r_p, clipped to the unit ball (float rounding at dist ≈ r_p: finding 18)."""
     y = x - centers[part]
@@ -242,17 +243,27 @@ class LeafSketch:
         return (self.keys.size + self._n_pending) * width + self.V.size + self.radii.size
 
 
+_SORT_AGGREGATE_MAX = 2048  # up to this many entries the sort path is faster; above, the sparse product (measured)
+
+
 def _aggregate(key: np.ndarray, count: np.ndarray, q: np.ndarray):
-    """Sum counts and rows of q per distinct key; keys sorted ascending. The row sums are one
-    sparse (distinct keys × rows) product: a single pass over q, exact in int64."""
+    """Sum counts and rows of q per distinct key; keys sorted ascending; exact in int64 either way.
+    Few entries (one ring's points of a tick): one stable sort and segment sums. Many (merged partials):
+    one sparse (distinct keys × rows) product, a single pass over q without gathering it."""
     if key.size == 0:
         return key, count, q
-    uniq, inv = np.unique(key, return_inverse=True)
-    counts = np.bincount(inv, weights=count, minlength=uniq.size).astype(np.int64) if count.size else count
-    if q.shape[1]:
+    if key.size > _SORT_AGGREGATE_MAX:
+        uniq, inv = np.unique(key, return_inverse=True)
+        counts = np.bincount(inv, weights=count, minlength=uniq.size).astype(np.int64)
+        if not q.shape[1]:
+            return uniq, counts, np.zeros((uniq.size, 0), np.int64)
         M = sparse.csr_matrix((np.ones(key.size, dtype=np.int64), (inv, np.arange(key.size))),
                               shape=(uniq.size, key.size))
-        sums = np.asarray(M @ q, dtype=np.int64)
-    else:
-        sums = np.zeros((uniq.size, 0), np.int64)
-    return uniq, counts, sums
+        return uniq, counts, np.asarray(M @ q, dtype=np.int64)
+    order = np.argsort(key, kind="stable")
+    ks = key[order]
+    starts = np.flatnonzero(np.concatenate(([True], ks[1:] != ks[:-1])))
+    counts = np.add.reduceat(np.asarray(count, dtype=np.int64)[order], starts)
+    if not q.shape[1]:
+        return ks[starts], counts, np.zeros((starts.size, 0), np.int64)
+    return ks[starts], counts, np.add.reduceat(np.asarray(q, dtype=np.int64)[order], starts, axis=0)

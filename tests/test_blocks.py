@@ -101,3 +101,24 @@ def test_the_sketch_memory_is_bounded_by_its_leaves_not_by_the_points():
     raw.add(x, part)
     assert b.state_floats() < raw.state_floats() / 100  # 20k points, ≤ 40 leaves
     assert isinstance(b, LeafSketch)
+
+
+@pytest.mark.parametrize("n, distinct, width", [(1, 1, 3), (300, 40, 10), (2048, 2048, 2), (2049, 7, 4),
+                                                 (6000, 1500, 0)])
+def test_aggregate_sort_and_sparse_paths_agree_exactly(n, distinct, width, monkeypatch):
+    """_aggregate sums by sorting up to _SORT_AGGREGATE_MAX entries and by a sparse product above it:
+    both give the same sorted keys, counts and int64 sums, bit for bit (large values included)."""
+    import dpstream.blocks as blocks
+    rng = np.random.default_rng(n)
+    key = rng.integers(0, distinct, n).astype(np.int64) << 20
+    count = rng.integers(1, 5, n).astype(np.int64)
+    q = rng.integers(-2**40, 2**40, (n, width)).astype(np.int64)
+    got = {}
+    for limit in (0, 10**9):  # every call sparse / every call sorted
+        monkeypatch.setattr(blocks, "_SORT_AGGREGATE_MAX", limit)
+        got[limit] = blocks._aggregate(key, count, q)
+    for a, b in zip(got[0], got[10**9]):
+        assert a.dtype == b.dtype == np.int64 and np.array_equal(a, b)
+    uniq, counts, sums = got[0]
+    assert (np.diff(uniq) > 0).all() and counts.sum() == count.sum() and sums.shape == (uniq.size, width)
+    assert np.array_equal(sums.sum(axis=0), q.sum(axis=0))
