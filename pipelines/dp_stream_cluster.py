@@ -39,6 +39,7 @@ import time
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
+LOCAL_DEDUP_BUCKETS = 16  # DedupByMessageId's keys on a local runner (one key per message id elsewhere)
 LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner", "FnApiRunner", "PrismRunner")
 KNOWN_RUNNERS = LOCAL_RUNNERS + ("DataflowRunner", "FlinkRunner", "SparkRunner", "PortableRunner",
                                  "InteractiveRunner", "TestDataflowRunner", "TestDirectRunner")
@@ -534,7 +535,7 @@ def build(p, job: Job, seed_path: str, source=None):
     from transforms.cluster import ClusterTicks, apply_stages
     from transforms.parse import ParsePoints
     from transforms.tick_timer import TickSchedule
-    from transforms.ticks import DedupByMessageId
+    from transforms.dedup import DedupByMessageId
     from pipelines import direct_specs
 
     direct_specs.install()  # the BundleBasedDirectRunner re-introspects every DoFn on every bundle (Beam 2.77)
@@ -566,7 +567,10 @@ def build(p, job: Job, seed_path: str, source=None):
         skew = None
         if job.source == "pubsub" or job.streaming:
             ttl, max_age = dedup_window(job)
-            records = records | "DedupByMessageId" >> DedupByMessageId(ttl_seconds=ttl, max_age_seconds=max_age)
+            # the local runner scans every key with a timer between bundles: hold the ids in a few keys there
+            buckets = LOCAL_DEDUP_BUCKETS if job.runner.split(".")[-1] in LOCAL_RUNNERS else None
+            records = records | "DedupByMessageId" >> DedupByMessageId(ttl_seconds=ttl, max_age_seconds=max_age,
+                                                                       key_buckets=buckets)
             skew = job.max_clock_skew_seconds
         fmt = job.fmt or ("numpy" if job.source == "builtin" and source is None else "auto")
         parsed = records | "ParsePoints" >> ParsePoints(job.dim, fmt, batch_arrays=True,
@@ -619,7 +623,7 @@ def dedup_window(job: Job) -> Tuple[float, float]:
     close_delay + skew`` (the latest a message published at P can still enter an open tick is
     ``P + max_age``; ``close_delay = allowed_lateness + 2 panes``) and ``ttl = max_age + skew``,
     so a redelivery after the ttl is past its tick's close and dropped (``after_dedup_ttl``)."""
-    from transforms.ticks import redelivery_window
+    from transforms.dedup import redelivery_window
 
     return redelivery_window(job.tick_seconds, close_delay_seconds(job), job.max_clock_skew_seconds)
 

@@ -5,9 +5,9 @@
 * :class:`~transforms.ticks.BatchIntoTicks` — points to numpy batches keyed by
   ``(shard, tick)``, the tick taken from the record alone (its slot or its
   timestamp, never a count of arrived records);
-* :class:`~transforms.ticks.DedupByMessageId` — drops Pub/Sub redeliveries
+* :class:`~transforms.dedup.DedupByMessageId` — drops Pub/Sub redeliveries
   before parsing and tick assignment, remembering each message for the public
-  window :func:`~transforms.ticks.redelivery_window` derives from the tick length,
+  window :func:`~transforms.dedup.redelivery_window` derives from the tick length,
   the close delay and the clock skew.
 
 * :class:`~transforms.cluster.ClusterTicks` — Alg. 1 as keyed stages over the core's components
@@ -34,9 +34,8 @@ from transforms.parse import (  # noqa: F401
 )
 from transforms.ticks import (  # noqa: F401
     BatchIntoTicks,
-    DedupByMessageId,
     TickClock,
     merge_partials,
-    redelivery_window,
 )
+from transforms.dedup import DedupByMessageId, redelivery_window  # noqa: F401
 from transforms.cluster import ClusterTicks, load_seed  # noqa: F401,E402

@@ -36,7 +36,8 @@ from tests.beam.runner_clock import runner_clock  # noqa: E402
 from tests.beam.test_pipeline import _engine_releases, _read_jsonl  # noqa: E402
 from tests.beam.test_ticks import _counters  # noqa: E402
 from transforms.parse import ParsePoints, Record, parse_record  # noqa: E402
-from transforms.ticks import BatchIntoTicks, DedupByMessageId, TickClock  # noqa: E402
+from transforms.dedup import DedupByMessageId  # noqa: E402
+from transforms.ticks import BatchIntoTicks, TickClock  # noqa: E402
 
 HOUR = 3600.0
 T0 = 4_102_444_800.0  # 2100-01-01T00:00:00Z: the hourly ticks' deadlines lie in this machine's future
@@ -52,7 +53,7 @@ def seed_file(tmp_path):
 # --------------------------------------------------------------------------- leak 1: the window, in numbers
 
 def test_the_dedup_window_is_derived_from_public_parameters():
-    from transforms.ticks import redelivery_window
+    from transforms.dedup import redelivery_window
     assert redelivery_window(3600.0, 7.0, 5.0) == (3617.0, 3612.0)  # (ttl, max_age)
     assert redelivery_window(10.0, 7.0, 0.0) == (17.0, 17.0)
     for bad in (dict(tick_seconds=0.0), dict(close_delay_seconds=-1.0), dict(max_clock_skew_seconds=float("inf"))):
@@ -75,7 +76,7 @@ def test_a_redelivery_after_the_ttl_is_past_its_ticks_deadline_and_close():
     server's by up to the skew and any delivery delay: a redelivery that arrives once the dedup has
     forgotten the message (ttl after it first saw it) is at or past P + max_age — which the dedup drops —
     and past its tick's deadline and the close of its tick by the clock the DirectRunner's watermark follows."""
-    from transforms.ticks import redelivery_window
+    from transforms.dedup import redelivery_window
     tick_s, lateness, skew = 3600.0, 5.0, 5.0
     close_delay = lateness + 2.0
     ttl, max_age = redelivery_window(tick_s, close_delay, skew)
@@ -116,7 +117,7 @@ def test_the_stateful_dedup_drops_a_redelivery_within_and_after_its_window():
     """The dedup DoFn by hand: hourly ticks, first delivery, a redelivery 700 s later (remembered), and
     one after the ttl, once the expiry timer has cleared the id (too old: after_dedup_ttl). The old fixed
     600 s window without the age check lets the +700 s redelivery through."""
-    from transforms.ticks import _make_stateful_dedup_fn, redelivery_window
+    from transforms.dedup import _make_stateful_dedup_fn, redelivery_window
     ttl, max_age = redelivery_window(HOUR, 7.0, 5.0)
     now = {"t": T0 + 61.0}
     rec = Record('{"x": [1, 2]}', None, T0 + 60.0, "17")  # published at T0 + 60

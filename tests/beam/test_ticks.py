@@ -18,8 +18,8 @@ from apache_beam.testing.util import assert_that, equal_to  # noqa: E402
 from apache_beam.utils.timestamp import Timestamp  # noqa: E402
 
 from transforms.parse import ParsedBatch, ParsedPoint, ParsePoints, Record, records_from_lines  # noqa: E402
-from transforms.ticks import (  # noqa: E402
-    BatchIntoTicks, DedupByMessageId, TickClock, _AssignTicksFn, _MergeTickFn, _Partial)
+from transforms.dedup import DedupByMessageId  # noqa: E402
+from transforms.ticks import BatchIntoTicks, TickClock, _AssignTicksFn, _MergeTickFn, _Partial  # noqa: E402
 
 DIM = 2
 
@@ -373,11 +373,13 @@ def test_streaming_admits_records_behind_the_watermark_and_fires_on_processing_t
 
 # --------------------------------------------------------------------------- dedup
 
-def test_redelivered_records_are_counted_once_by_the_stateful_dedup():
+@pytest.mark.parametrize("buckets", [None, 1, 3])
+def test_redelivered_records_are_counted_once_by_the_stateful_dedup(buckets):
     # the processing-time timer sends this pipeline to the BundleBasedDirectRunner, whose counters
     # undercount after a Flatten of several inputs (measured): only the dedup's own counter is checked
     p = _pipeline()
-    pts = (p | beam.Create(_redelivery_inputs()) | DedupByMessageId(mode="stateful", ttl_seconds=60, label_prefix="st_")
+    pts = (p | beam.Create(_redelivery_inputs())
+           | DedupByMessageId(mode="stateful", ttl_seconds=60, label_prefix="st_", key_buckets=buckets)
            | ParsePoints(DIM)).points
     out = pts | BatchIntoTicks(**REDELIVERY_TICKS) | beam.Map(lambda kv: (kv[0], kv[1].tolist()))
     assert_that(out, equal_to(REDELIVERY_WANT))
@@ -393,7 +395,7 @@ def test_an_empty_pane_merges_to_nothing():
 
 def test_a_reused_message_id_with_another_publish_time_is_not_a_redelivery():
     """A restarted Pub/Sub (the emulator) numbers messages from 1 again: same id, new publish time."""
-    from transforms.ticks import _SplitByMessageIdFn
+    from transforms.dedup import _SplitByMessageIdFn
     fn = _SplitByMessageIdFn("")
     fn.setup()
     first = Record('{"x": [1, 2]}', None, 100.0, "7")
@@ -401,3 +403,53 @@ def test_a_reused_message_id_with_another_publish_time_is_not_a_redelivery():
     reused = Record('{"x": [3, 4]}', None, 250.0, "7")  # a new message with a reused id
     keys = [k for k, _ in (next(iter(fn.process(r))) for r in (first, again, reused))]
     assert keys[0] == keys[1] != keys[2]
+
+
+def test_the_bucketed_dedup_remembers_each_id_for_its_ttl_and_then_forgets_it():
+    """key_buckets: one key holds many ids and one timer at the earliest expiry; an id is remembered
+    from first sight until at least ttl later (so a redelivery within the ttl is dropped), then forgotten."""
+    from transforms.dedup import _make_bucketed_dedup_fn
+    from apache_beam.utils.timestamp import Timestamp as Ts
+
+    class State:
+        v = None
+
+        def read(self):
+            return self.v
+
+        def write(self, v):
+            self.v = dict(v)
+
+        def clear(self):
+            self.v = None
+
+    class Timer:
+        at = None
+
+        def set(self, ts):
+            self.at = ts
+
+    clock = [0.0]
+    fn = _make_bucketed_dedup_fn("t")(10.0, "", None, lambda: clock[0])
+    fn.setup()
+    ids, timer = State(), Timer()
+
+    def see(t, mid):
+        clock[0] = t
+        return len(list(fn.process((0, (mid, Record("{}", None, None, mid))), ids=ids, expiry=timer)))
+
+    def fire(t):
+        clock[0] = t
+        list(fn.expire(fired=Ts.of(t), ids=ids, expiry=timer) or ())
+
+    assert see(0, "a") == 1 and timer.at == Ts.of(10)
+    assert see(5, "b") == 1 and timer.at == Ts.of(10)  # the earliest expiry stays armed
+    assert see(6, "a") == 0 and see(9.9, "b") == 0     # redeliveries within the ttl
+    fire(10)
+    assert set(ids.v) == {"b"} and timer.at == Ts.of(15)  # a forgotten, b kept until its own expiry
+    assert see(11, "a") == 1 and see(12, "b") == 0
+    fire(15)
+    assert set(ids.v) == {"a"} and timer.at == Ts.of(21)
+    fire(21)
+    assert ids.v is None  # an empty key holds nothing (the local runner then drops it)
+    assert see(22, "b") == 1 and timer.at == Ts.of(32)
