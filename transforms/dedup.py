@@ -112,24 +112,39 @@ def _now_seconds(now_fn: Optional[Callable[[], float]]) -> float:
     return float(now_fn()) if now_fn is not None else Timestamp.now().micros / _US
 
 
+class _DedupFnBase(beam.DoFn):
+    """What the per-id and the bucketed dedup share: the public window and the counters."""
+
+    def __init__(self, ttl_seconds: float, label_prefix: str, max_age_seconds: Optional[float] = None,
+                 now_fn: Optional[Callable[[], float]] = None):
+        self.ttl_seconds = ttl_seconds
+        self.label_prefix = label_prefix
+        self.max_age_seconds = max_age_seconds
+        self.now_fn = now_fn
+
+    def setup(self):
+        self._c = _counter(self.label_prefix, "redeliveries_dropped")
+        self._c_stale = _counter(self.label_prefix, "after_dedup_ttl")
+
+    def too_old(self, rec, now: float) -> bool:
+        """Reached this stage max_age_seconds or more after its publish time: too old to tell from a
+        redelivery whose id was forgotten; its tick has closed anyway (redelivery_window). Counted."""
+        if self.max_age_seconds is None:
+            return False
+        published = _as_seconds(getattr(rec, "ts", None))[0]
+        if published is not None and now >= published + self.max_age_seconds:
+            self._c_stale.inc()
+            return True
+        return False
+
+
 def _make_stateful_dedup_fn(timer_name: str):
     """A stateful DoFn class whose expiry timer has a pipeline-unique name (Beam's
     FnApiRunner mixes up timers that share a name across transforms: apache/beam#21995)."""
     seen_spec = userstate.ReadModifyWriteStateSpec("seen", BooleanCoder())
     expiry_spec = userstate.TimerSpec(timer_name, TimeDomain.REAL_TIME)
 
-    class _StatefulDedupFn(beam.DoFn):
-        def __init__(self, ttl_seconds: float, label_prefix: str, max_age_seconds: Optional[float] = None,
-                     now_fn: Optional[Callable[[], float]] = None):
-            self.ttl_seconds = ttl_seconds
-            self.label_prefix = label_prefix
-            self.max_age_seconds = max_age_seconds
-            self.now_fn = now_fn
-
-        def setup(self):
-            self._c = _counter(self.label_prefix, "redeliveries_dropped")
-            self._c_stale = _counter(self.label_prefix, "after_dedup_ttl")
-
+    class _StatefulDedupFn(_DedupFnBase):
         def process(self, element, seen=beam.DoFn.StateParam(seen_spec),
                     expiry=beam.DoFn.TimerParam(expiry_spec)):
             _, rec = element
@@ -137,13 +152,8 @@ def _make_stateful_dedup_fn(timer_name: str):
                 self._c.inc()
                 return
             now = _now_seconds(self.now_fn)
-            if self.max_age_seconds is not None:
-                published = _as_seconds(getattr(rec, "ts", None))[0]
-                if published is not None and now >= published + self.max_age_seconds:
-                    # too old to tell from a redelivery whose id this stage has forgotten; its tick
-                    # has closed anyway (redelivery_window)
-                    self._c_stale.inc()
-                    return
+            if self.too_old(rec, now):
+                return
             seen.write(True)
             expiry.set(Timestamp(micros=int(round(now * _US))) + Duration(seconds=self.ttl_seconds))
             yield rec
@@ -165,18 +175,7 @@ def _make_bucketed_dedup_fn(timer_name: str):
     ids_spec = userstate.ReadModifyWriteStateSpec("seen_ids", PickleCoder())
     expiry_spec = userstate.TimerSpec(timer_name, TimeDomain.REAL_TIME)
 
-    class _BucketedDedupFn(beam.DoFn):
-        def __init__(self, ttl_seconds: float, label_prefix: str, max_age_seconds: Optional[float] = None,
-                     now_fn: Optional[Callable[[], float]] = None):
-            self.ttl_seconds = ttl_seconds
-            self.label_prefix = label_prefix
-            self.max_age_seconds = max_age_seconds
-            self.now_fn = now_fn
-
-        def setup(self):
-            self._c = _counter(self.label_prefix, "redeliveries_dropped")
-            self._c_stale = _counter(self.label_prefix, "after_dedup_ttl")
-
+    class _BucketedDedupFn(_DedupFnBase):
         def process(self, element, ids=beam.DoFn.StateParam(ids_spec), expiry=beam.DoFn.TimerParam(expiry_spec)):
             _, (mid, rec) = element
             seen = ids.read() or {}
@@ -184,11 +183,8 @@ def _make_bucketed_dedup_fn(timer_name: str):
                 self._c.inc()
                 return
             now = _now_seconds(self.now_fn)
-            if self.max_age_seconds is not None:
-                published = _as_seconds(getattr(rec, "ts", None))[0]
-                if published is not None and now >= published + self.max_age_seconds:
-                    self._c_stale.inc()  # as the per-id form: too old to tell from a forgotten redelivery
-                    return
+            if self.too_old(rec, now):
+                return
             until = int(round((now + self.ttl_seconds) * _US))
             if not seen:  # later ids expire later (the clock moves forward): the armed timer stays the earliest
                 expiry.set(Timestamp(micros=until))
