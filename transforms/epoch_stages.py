@@ -23,15 +23,19 @@ from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, row_blocks
     _Run, _StageFn, _load, _measured, _open, _store)
 
 
-# --------------------------------------------------------------------------- AssignRings
-
-class _AssignRingsFn(_StageFn):
-    STAGE = "AssignRings"
-    STATE = userstate.ReadModifyWriteStateSpec("dpstream_assign_state", BytesCoder())
+class _EpochStageFn(_StageFn):
+    """A stage that exists once per epoch index (the unrolled ring-centers loop): it knows its epoch."""
 
     def __init__(self, job: _Job, epoch: int, label: str = None):
         super().__init__(job, label)
         self.epoch = int(epoch)
+
+
+# --------------------------------------------------------------------------- AssignRings
+
+class _AssignRingsFn(_EpochStageFn):
+    STAGE = "AssignRings"
+    STATE = userstate.ReadModifyWriteStateSpec("dpstream_assign_state", BytesCoder())
 
     def setup(self):
         super().setup()
@@ -124,14 +128,10 @@ def _unpack_parts(packed):
 
 # --------------------------------------------------------------------------- RingMergeReduce
 
-class _RingFn(_StageFn):
+class _RingFn(_EpochStageFn):
     STAGE = "RingMergeReduce"
     STATE = userstate.ReadModifyWriteStateSpec("dpstream_ring_state", BytesCoder())
     INBOX = userstate.BagStateSpec("dpstream_ring_inbox", PickleCoder())
-
-    def __init__(self, job: _Job, epoch: int, label: str = None):
-        super().__init__(job, label)
-        self.epoch = int(epoch)
 
     @_measured
     def process(self, element, state=beam.DoFn.StateParam(STATE), inbox=beam.DoFn.StateParam(INBOX)):
@@ -221,13 +221,9 @@ class _RingFn(_StageFn):
 
 # --------------------------------------------------------------------------- EpochClose
 
-class _EpochCloseFn(_StageFn):
+class _EpochCloseFn(_EpochStageFn):
     STAGE = "EpochClose"
     STATE = userstate.ReadModifyWriteStateSpec("dpstream_close_state", BytesCoder())
-
-    def __init__(self, job: _Job, epoch: int, label: str = None):
-        super().__init__(job, label)
-        self.epoch = int(epoch)
 
     @_measured
     def process(self, element, state=beam.DoFn.StateParam(STATE)):
