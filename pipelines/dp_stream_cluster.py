@@ -205,6 +205,11 @@ class Job:
     window_runs: int = 1  # closed runs merged into each release's window_centers (0: all)
 
     @property
+    def local(self) -> bool:
+        """Runs on a local runner (where the local-runner workarounds apply)."""
+        return self.runner.split(".")[-1] in LOCAL_RUNNERS
+
+    @property
     def total_ticks(self) -> Optional[int]:
         """Ticks of the whole job: runs × T (the clock's horizon); None with unbounded runs."""
         return None if self.runs is None else self.runs * self.horizon_ticks
@@ -568,7 +573,7 @@ def build(p, job: Job, seed_path: str, source=None):
         if job.source == "pubsub" or job.streaming:
             ttl, max_age = dedup_window(job)
             # the local runner scans every key with a timer between bundles: hold the ids in a few keys there
-            buckets = LOCAL_DEDUP_BUCKETS if job.runner.split(".")[-1] in LOCAL_RUNNERS else None
+            buckets = LOCAL_DEDUP_BUCKETS if job.local else None
             records = records | "DedupByMessageId" >> DedupByMessageId(ttl_seconds=ttl, max_age_seconds=max_age,
                                                                        key_buckets=buckets)
             skew = job.max_clock_skew_seconds
@@ -695,7 +700,7 @@ def launch(job: Job, beam_args: List[str], wait: bool = True):
             raise OptionError(str(e)) from None
         del seed
     check_outputs(job)
-    if job.runner.split(".")[-1] in LOCAL_RUNNERS:
+    if job.local:
         from pipelines.direct_metrics import install
         install()  # the BundleBasedDirectRunner would lose the counters of a streaming run (Beam 2.77)
         from pipelines import direct_pubsub
