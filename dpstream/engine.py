@@ -65,7 +65,7 @@ class Engine:
         self.cfg = cfg
         self.run = int(run)
         self.noise = NoiseSource(seed, trace=trace, prefix=("run", self.run) if self.run else ())
-        self.plan = PrivacyPlan.build(cfg, seed_hash=self.noise.seed_hash)
+        self.plan = PrivacyPlan.build(cfg, test_seed=self.noise.test_seed)
         self.A = make_semicoreset(cfg, self.plan, self.noise)
         self.block_size = cfg.block_size if cfg.block_size is not None else rules.block_size(
             cfg, self.plan, self.A.leaf_threshold())

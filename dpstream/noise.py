@@ -27,11 +27,28 @@ from typing import Hashable
 
 import numpy as np
 
-__all__ = ["NoiseSource", "seed_from_entropy", "seed_bytes", "fingerprint", "UnsafeSeedWarning"]
+__all__ = ["NoiseSource", "seed_from_entropy", "seed_bytes", "fingerprint", "UnsafeSeedWarning", "TestSeed",
+           "MIN_SEED_BYTES", "SECRET_SEED", "TEST_SEED"]
+
+# A secret seed must be out of reach of an offline search: 256 bits of key material.
+MIN_SEED_BYTES = 32
+
+# What a release's plan says about its seed. Nothing derived from the seed is ever released: a
+# fingerprint of a guessable seed (a small integer, a passphrase) lets anyone confirm a guess offline
+# and then rebuild and subtract every noise draw.
+SECRET_SEED = "secret (nothing derived from it is released)"
+TEST_SEED = "test seed: not private (a known integer: anyone who knows it can rebuild the noise)"
 
 
 class UnsafeSeedWarning(UserWarning):
     """A fixed, known seed makes every noise draw predictable: tests only."""
+
+
+class TestSeed(bytes):
+    """The master seed derived from an integer ``random_state``: the same bytes as any seed, marked so
+    that the plan of every release says in plain words that its noise is not private."""
+
+    __test__ = False  # not a pytest class
 
 
 def seed_from_entropy() -> bytes:
@@ -50,8 +67,9 @@ def seed_bytes(random_state) -> bytes:
     if random_state is None:
         return seed_from_entropy()
     if isinstance(random_state, (bytes, bytearray)):
-        if len(random_state) < 16:
-            raise ValueError("a seed given as bytes must hold at least 16 bytes")
+        if len(random_state) < MIN_SEED_BYTES:
+            raise ValueError(f"a seed given as bytes must hold at least {MIN_SEED_BYTES} bytes of key material "
+                             f"(e.g. os.urandom({MIN_SEED_BYTES})); a shorter one can be searched for offline")
         return bytes(random_state)
     if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
         warnings.warn(
@@ -61,14 +79,21 @@ def seed_bytes(random_state) -> bytes:
             UnsafeSeedWarning,
             stacklevel=3,
         )
-        return hashlib.sha256(b"dpstream-int-seed:" + str(int(random_state)).encode()).digest()
+        return TestSeed(hashlib.sha256(b"dpstream-int-seed:" + str(int(random_state)).encode()).digest())
     raise ValueError(
-        f"random_state must be None, an int (tests only) or >=16 bytes, got {type(random_state).__name__}"
+        f"random_state must be None, an int (tests only) or >= {MIN_SEED_BYTES} bytes, got "
+        f"{type(random_state).__name__}"
     )
 
 
+def as_seed(seed) -> bytes:
+    """``bytes(seed)``, keeping the mark of a :class:`TestSeed`."""
+    return seed if isinstance(seed, TestSeed) else bytes(seed)
+
+
 def fingerprint(seed: bytes) -> str:
-    """The public fingerprint of a master seed (ledger, seed registry; finding 7b)."""
+    """The fingerprint of a master seed, for the operator's own seed registry and for checking that
+    re-attached state gets its seed back. Never released: it would let a guessed seed be confirmed."""
     return hashlib.sha256(b"dpstream-seed-fingerprint:" + bytes(seed)).hexdigest()[:16]
 
 
@@ -94,17 +119,13 @@ class NoiseSource:
     def __init__(self, seed: bytes, trace: bool = False, prefix: tuple = ()):
         if not isinstance(seed, (bytes, bytearray)) or len(seed) < 16:
             raise ValueError("NoiseSource needs a secret seed of at least 16 bytes")
-        self._seed = bytes(seed)
+        self._seed = as_seed(seed)
+        self.test_seed = isinstance(seed, TestSeed)
         self.trace = trace
         # prepended to every key: ("run", r) for run r ≥ 1 (run 0 keeps the bare keys), so the draws
         # of different runs never share a key (review finding 7d)
         self.prefix = tuple(prefix)
         self.keys: Counter = Counter()
-
-    @property
-    def seed_hash(self) -> str:
-        """A public fingerprint of the seed (for the ledger; finding 7b)."""
-        return fingerprint(self._seed) if self._seed is not None else self.__dict__["_fingerprint"]
 
     # A pickled NoiseSource (an engine held in Beam state, a checkpoint) never carries
     # the secret seed: state can be inspected by whoever operates the runner. The
@@ -127,7 +148,7 @@ class NoiseSource:
         want = self.__dict__.get("_fingerprint")
         if want is not None and fingerprint(bytes(seed)) != want:
             raise ValueError("attach_seed: this is not the seed the state was created with")
-        self._seed = bytes(seed)
+        self._seed = as_seed(seed)
         self.__dict__.pop("_mac", None)
 
     def _key_words(self, key: tuple, size: int) -> np.ndarray:

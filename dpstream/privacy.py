@@ -36,6 +36,7 @@ import dp_accounting
 from dp_accounting.pld import common as pld_common
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
+from .noise import SECRET_SEED, TEST_SEED
 from .params import EngineConfig
 
 ACCOUNTANT_RELATION = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
@@ -171,7 +172,7 @@ class PrivacyPlan:
     a_sum_mult: int
     pld_epsilon: float
     basic_epsilon: float
-    seed_hash: str = ""
+    test_seed: bool = False  # an integer random_state: the plan says its noise is not private
     participation: Dict[str, int] = field(default_factory=dict)
     count_scale: float = 0.0  # per-node noise of the stream counter (0: none)
     count_mechanism: str = "gaussian"
@@ -184,7 +185,7 @@ class PrivacyPlan:
 
     # -- construction -------------------------------------------------------
     @classmethod
-    def build(cls, cfg: EngineConfig, seed_hash: str = "") -> "PrivacyPlan":
+    def build(cls, cfg: EngineConfig, test_seed: bool = False) -> "PrivacyPlan":
         rel1 = 2.0 if cfg.replace else 1.0  # ℓ1 factor / ℓ2² factor across two partitions
         w_bic, w_svt, w_a, w_cnt = cfg.privacy_split
         if not cfg.bicriteria:
@@ -199,7 +200,7 @@ class PrivacyPlan:
         m_c, m_s = a_multiplicities(cfg)
         d = cfg.dim
         if math.isinf(cfg.epsilon):
-            return cls._non_private(cfg, n_inst, m_c, m_s, seed_hash)
+            return cls._non_private(cfg, n_inst, m_c, m_s, test_seed)
         eps_svt = w_svt * cfg.epsilon
         svt_scale = 2.0 * rel1 / eps_svt  # monotone SVT, Lyu–Su–Li: Lap(2Δ/ε) threshold and query
         lines: List[LedgerLine] = []
@@ -312,18 +313,18 @@ class PrivacyPlan:
                    bic_scale=bic_scale, bic_mechanism=bic_mech, svt_scale=svt_scale,
                    a_count_scale=a_count_scale, a_sum_scale=a_sum_scale, a_mechanism=a_mech,
                    a_count_mult=m_c, a_sum_mult=m_s, pld_epsilon=pld_eps, basic_epsilon=basic,
-                   seed_hash=seed_hash, participation=participation, count_scale=count_scale,
+                   test_seed=bool(test_seed), participation=participation, count_scale=count_scale,
                    count_mechanism=bic_mech, runs=cfg.runs, horizon_ticks=cfg.horizon_ticks)
 
     @classmethod
-    def _non_private(cls, cfg, n_inst, m_c, m_s, seed_hash):
+    def _non_private(cls, cfg, n_inst, m_c, m_s, test_seed):
         """ε = ∞: every noise scale is 0. For benchmarks' non-private limit only."""
         lines = [LedgerLine("NO PRIVACY (epsilon = inf)", "none", 0.0, 1.0, 1, math.inf,
                             "every noise scale is zero")]
         return cls(epsilon=math.inf, delta=cfg.delta, neighbouring=cfg.neighbouring, mode="non-private",
                    lines=lines, bic_scale={lv: 0.0 for lv in range(cfg.grid_levels)}, bic_mechanism="gaussian",
                    svt_scale=0.0, a_count_scale=0.0, a_sum_scale=0.0, a_mechanism="gaussian", a_count_mult=m_c,
-                   a_sum_mult=m_s, pld_epsilon=math.inf, basic_epsilon=math.inf, seed_hash=seed_hash,
+                   a_sum_mult=m_s, pld_epsilon=math.inf, basic_epsilon=math.inf, test_seed=bool(test_seed),
                    participation={"stream_counter_instances": int(cfg.count_counter),
                                   "bicriteria_counter_instances": n_inst, "sparse_vector_instances": 1,
                                   "semicoreset_calls_at_most": 1}, count_mechanism="gaussian", runs=cfg.runs,
@@ -335,7 +336,7 @@ class PrivacyPlan:
             "epsilon": self.epsilon, "delta": self.delta, "neighbouring": self.neighbouring, "mode": self.mode,
             "total_epsilon": self.total_epsilon, "pld_epsilon": self.pld_epsilon,
             "basic_epsilon": self.basic_epsilon, "accountant_relation": ACCOUNTANT_RELATION.name,
-            "seed_hash": self.seed_hash, "participation": dict(self.participation),
+            "seed": TEST_SEED if self.test_seed else SECRET_SEED, "participation": dict(self.participation),
             "horizon_ticks": self.horizon_ticks, "runs": self.runs,
             "across_runs": RUNS_NOTE,
             "lines": [dict(component=ln.component, mechanism=ln.mechanism, noise=ln.noise,
@@ -387,7 +388,7 @@ def plan_table(d: dict) -> str:
     part of that merged Gaussian's 1/z² = Σ instances·(sensitivity/σ)²: those shares do add up."""
     rel = d["neighbouring"]
     head = (f"Privacy plan: ({d['epsilon']:g}, {d['delta']:g})-DP for one record under {rel} neighbours "
-            f"(the sensitivities below are for this relation); seed {d['seed_hash'] or '-'}\n"
+            f"(the sensitivities below are for this relation); seed: {d.get('seed', '-')}\n"
             f"Total spent: ε = {d['total_epsilon']:.4f} at δ = {d['delta']:g}, the smaller of the PLD composition "
             f"of all lines ({d['pld_epsilon']:.4f}) and the basic sum ({d['basic_epsilon']:.4f})\n")
     if d.get("runs", 1) != 1:

@@ -33,6 +33,7 @@ import numpy as np
 from . import epochs
 from .counters import HorizonExceeded
 from .engine import Engine
+from .noise import as_seed
 from .params import EngineConfig
 from .release import Release
 
@@ -43,7 +44,7 @@ class RunSequence:
 
     def __init__(self, cfg: EngineConfig, seed: bytes, trace: bool = False, bicriteria: str = "internal"):
         self.cfg = cfg
-        self._seed = bytes(seed)
+        self._seed = as_seed(seed)
         self._trace, self._bicriteria = trace, bicriteria
         self.run = 0
         self.engine = Engine(cfg, seed, trace=trace, bicriteria=bicriteria)
@@ -63,7 +64,7 @@ class RunSequence:
         return d
 
     def attach_seed(self, seed: bytes) -> None:
-        self._seed = bytes(seed)
+        self._seed = as_seed(seed)
         self.engine.attach_seed(seed)
 
     def step(self, points, bicriteria_update=None) -> Release:

@@ -99,8 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = ap.add_argument_group("privacy")
     g.add_argument("--epsilon", type=float, default=1.0, help="total ε of the whole run (default 1)")
     g.add_argument("--delta", type=float, default=1e-6, help="total δ of the whole run (default 1e-6)")
-    g.add_argument("--seed_file", help="file holding the secret master seed, ≥ 16 bytes (local path or gs://…); "
-                                       "default: OS entropy (local runners only)")
+    g.add_argument("--seed_file", help="file holding the secret master seed, ≥ 32 bytes of key material, raw or "
+                                       "as hex or base64 text (head -c 32 /dev/urandom > FILE; local path or "
+                                       "gs://…); default: OS entropy (local runners only)")
     g.add_argument("--seed_registry", help="where the fingerprints of used seeds are recorded, to refuse a seed "
                                            "reused on other data (default $DPSTREAM_SEED_REGISTRY or "
                                            "~/.dpstream/seed_registry.jsonl; use a gs:// path on Dataflow)")

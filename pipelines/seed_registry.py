@@ -1,12 +1,13 @@
 """Refuse a master seed already used on other data (privacy review finding 7b).
 
 The same noise on two different inputs D and D' releases f(D) − f(D') exactly.
-Each run with ``--seed_file`` records the seed's public fingerprint with the
+Each run with ``--seed_file`` records the seed's fingerprint (never released: seed files hold 256 bits
+of key material, so it cannot be searched, and it stays with the operator) with the
 identity of the run (its input and its engine configuration) in a registry, a
 JSON-lines file (local path or any Beam filesystem URL; default
 ``$DPSTREAM_SEED_REGISTRY`` or ``~/.dpstream/seed_registry.jsonl``). A later run
 with the same fingerprint is refused unless it is the *same* bounded run again
-(same files with the same sizes and modification times, same configuration),
+(the same file contents parsed the same way, the same configuration),
 which releases the same values and so reveals nothing new. A stream is never
 the same run twice: reusing a seed on a stream is always refused.
 
@@ -33,15 +34,32 @@ def default_path() -> str:
     return os.environ.get("DPSTREAM_SEED_REGISTRY") or os.path.expanduser(DEFAULT_PATH)
 
 
+_CHUNK = 1 << 20
+
+
+def content_id(path: str) -> str:
+    """What a file holds, never where or when: an in-place edit that keeps the size and the
+    modification time (``cp -p``, ``rsync -t``, ``touch -r``) still changes it.
+
+    On Cloud Storage the object's stored CRC32C (read from the metadata, no download): it changes with
+    any accidental edit, which is what the registry guards against; it is not meant to resist a forged
+    collision (whoever can forge one also holds the seed). Everywhere else the SHA-256 of the bytes,
+    streamed a megabyte at a time."""
+    if path.startswith("gs://"):
+        return f"gcs-crc32c:{FileSystems.checksum(path)}"
+    h = hashlib.sha256()
+    with FileSystems.open(path, compression_type="uncompressed") as fh:
+        for chunk in iter(lambda: fh.read(_CHUNK), b""):
+            h.update(chunk)
+    return f"sha256:{h.hexdigest()}"
+
+
 def run_identity(job, cfg) -> dict:
-    """What makes two runs 'the same run': the input's identity and the engine configuration."""
+    """What makes two runs 'the same run': the input's content and how it is parsed, and the engine
+    configuration."""
     if job.source == "files":
         from pipelines.sources import match_files
-        files = []
-        for path in match_files(job.input):
-            md = FileSystems.match([path])[0].metadata_list[0]
-            files.append([path, int(md.size_in_bytes), float(getattr(md, "last_updated_in_seconds", 0.0) or 0.0)])
-        inp = {"files": files}
+        inp = {"files": [[path, content_id(path)] for path in match_files(job.input)]}
         # how the files are parsed changes which records are points and which slot each has
         if getattr(job, "fmt", None) is not None:
             inp["format"] = job.fmt
@@ -84,10 +102,10 @@ def check_and_record(fingerprint: str, identity: dict, streaming: bool, path: Op
             continue
         if streaming or e.get("streaming") or e["run"] != identity["digest"]:
             raise SeedReused(
-                f"the seed in --seed_file (fingerprint {fingerprint}) was already used on "
+                f"the seed in --seed_file was already used on "
                 f"{'a stream' if e.get('streaming') else 'another input or configuration'} at "
                 f"{e.get('time', '?')} (registry {path}); reusing it would release the difference of the two "
-                f"runs exactly: make a new seed (head -c 32 /dev/urandom | base64 > FILE)")
+                f"runs exactly: make a new seed (head -c 32 /dev/urandom > FILE)")
         return path  # the same bounded run again: same releases, nothing new
     entries.append({"seed_fingerprint": fingerprint, "run": identity["digest"], "streaming": bool(streaming),
                     "input": identity["input"], "time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})

@@ -332,8 +332,8 @@ def _broken_plan_design_count(monkeypatch):
     """The plan divides ε_bic by Q·(L+1) (DESIGN §2's count), ignoring R (finding 9)."""
     orig = privacy_mod.PrivacyPlan.build.__func__
 
-    def build(cls, cfg, seed_hash=""):
-        p = orig(cls, cfg, seed_hash)
+    def build(cls, cfg, test_seed=False):
+        p = orig(cls, cfg, test_seed)
         p.participation = dict(p.participation, bicriteria_counter_instances=cfg.n_trees * cfg.grid_levels)
         return p
 

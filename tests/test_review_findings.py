@@ -30,7 +30,7 @@ import dpstream.semicoresets as sc_mod
 from dpstream import DPStreamClusterer, Engine, EngineConfig, UnsafeSeedWarning
 from dpstream.counters import BinaryMechanism, HorizonExceeded
 from dpstream.grids import ShiftedGrids
-from dpstream.noise import NoiseSource
+from dpstream.noise import SECRET_SEED, TEST_SEED, NoiseSource
 from dpstream.params import EngineConfig as _EC
 from dpstream.privacy import PrivacyPlan
 from dpstream.semicoresets import make_semicoreset
@@ -356,7 +356,7 @@ def test_f7_default_seed_is_fresh_entropy():
     with warnings.catch_warnings():
         warnings.simplefilter("error", UnsafeSeedWarning)  # None must not warn
         a, b = _fit(None, X), _fit(None, X)
-    assert a.privacy_plan_.seed_hash != b.privacy_plan_.seed_hash
+    assert a.privacy_plan_.to_dict()["seed"] == SECRET_SEED
     assert json.dumps(a.release_.to_dict()) != json.dumps(b.release_.to_dict())
     assert not np.array_equal(a.cluster_centers_, b.cluster_centers_)
 
@@ -367,10 +367,10 @@ def test_f7_int_seed_warns_and_is_reproducible():
         a = _fit(7, X)
     with pytest.warns(UnsafeSeedWarning):
         b = _fit(7, X)
-    assert a.privacy_plan_.seed_hash == b.privacy_plan_.seed_hash
+    assert a.privacy_plan_.to_dict()["seed"] == TEST_SEED
     assert json.dumps(a.release_.to_dict()) == json.dumps(b.release_.to_dict())
     c = _fit(8, X)
-    assert c.privacy_plan_.seed_hash != a.privacy_plan_.seed_hash
+    assert json.dumps(c.release_.to_dict()) != json.dumps(a.release_.to_dict())
 
 
 def _seed_forms(seed: bytes):
@@ -382,13 +382,13 @@ def check_seed_not_released(m, seed: bytes):
     plan_d = m.privacy_plan_.to_dict()
     texts = [json.dumps(plan_d), json.dumps(m.release_.to_dict()), m.privacy_plan_.table(),
              json.dumps(m.release_.to_dict(), ensure_ascii=False)]
-    assert plan_d["seed_hash"] and plan_d["seed_hash"] in texts[0]
+    assert plan_d["seed"] in (SECRET_SEED, TEST_SEED)
     for form in _seed_forms(seed):
         for t in texts:
             assert form not in t, "the master seed appears in a release or in the plan"
 
 
-def test_f7_seed_hash_in_plan_but_never_the_seed():
+def test_f7_the_plan_names_the_kind_of_seed_but_never_the_seed():
     seed = bytes.fromhex("8f3a9c1e5b7d2046a1c3e5f70819b2d4c6e8fa1c3e5a7b9d0f2a4c6e8b1d3f57")
     X = _x()
     m = _fit(seed, X)
@@ -397,14 +397,15 @@ def test_f7_seed_hash_in_plan_but_never_the_seed():
     import hashlib
     m2 = _fit(12345, X)
     check_seed_not_released(m2, hashlib.sha256(b"dpstream-int-seed:12345").digest())
-    assert m.privacy_plan_.seed_hash != m2.privacy_plan_.seed_hash
+    assert m.privacy_plan_.to_dict()["seed"] == SECRET_SEED and m2.privacy_plan_.to_dict()["seed"] == TEST_SEED
     with pytest.raises(ValueError):
         _fit(b"too short", X)
 
 
 def test_f7_check_catches_a_seed_in_the_plan(monkeypatch):
-    monkeypatch.setattr(NoiseSource, "seed_hash", property(lambda self: self._seed.hex()))
     seed = bytes.fromhex("8f3a9c1e5b7d2046a1c3e5f70819b2d4c6e8fa1c3e5a7b9d0f2a4c6e8b1d3f57")
+    orig = PrivacyPlan.to_dict
+    monkeypatch.setattr(PrivacyPlan, "to_dict", lambda self: dict(orig(self), note=seed.hex()))
     m = _fit(seed, _x())
     with pytest.raises(AssertionError, match="master seed"):
         check_seed_not_released(m, seed)

@@ -181,7 +181,7 @@ class _BicriteriaLevelFn(beam.DoFn):
         level = level_state.read()
         if level is None:
             noise = NoiseSource(self._seed)
-            level = BicriteriaLevel(self.cfg, PrivacyPlan.build(self.cfg, seed_hash=noise.seed_hash),
+            level = BicriteriaLevel(self.cfg, PrivacyPlan.build(self.cfg, test_seed=noise.test_seed),
                                     noise, key[0], key[1], key[2])
         # the level's noise source is reattached: BicriteriaLevel draws node noise every tick
         level.counter.noise.attach_seed(self._seed)

@@ -4,8 +4,11 @@ the seed read from a file in ``setup`` (never pickled), the per-run noise source
 element, and per-key telemetry for the benchmarks (``DPSTREAM_KEY_STATS``)."""
 from __future__ import annotations
 
+import base64
+import binascii
 import functools
 import pickle
+import re
 from collections import OrderedDict
 from typing import Any, Tuple
 
@@ -15,7 +18,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from dpstream import rules
-from dpstream.noise import NoiseSource, fingerprint
+from dpstream.noise import MIN_SEED_BYTES, NoiseSource
 from dpstream.params import EngineConfig
 from dpstream.privacy import PrivacyPlan
 from dpstream.semicoresets import make_semicoreset
@@ -29,15 +32,37 @@ IntKeyed = Tuple[int, Any]
 PairKeyed = Tuple[Tuple[int, int], Any]
 
 
+_HEX = re.compile(rb"[0-9a-fA-F]+")
+_BASE64 = re.compile(rb"[A-Za-z0-9+/]+={0,2}")
+
+
+def seed_material(data: bytes) -> Tuple[bytes, int]:
+    """(the seed, its bytes of key material) of a seed file's contents: hex or base64 text (surrounding
+    whitespace ignored) counts what it encodes, anything else is raw bytes taken whole (never stripped:
+    ``head -c 32 /dev/urandom`` may end in a newline byte). The seed is the text itself, not its
+    decoding, so a seed file gives the same noise as before the material was counted."""
+    text = data.strip()
+    if _HEX.fullmatch(text):
+        return bytes(text), len(text) // 2
+    if _BASE64.fullmatch(text) and len(text) % 4 == 0:
+        try:
+            return bytes(text), len(base64.b64decode(text, validate=True))
+        except binascii.Error:
+            pass
+    return bytes(data), len(data)
+
+
 def load_seed(path: str) -> bytes:
-    """The secret master seed from a file (local path or any Beam filesystem URL).
-    Surrounding whitespace is ignored; at least 16 bytes are required."""
+    """The secret master seed from a file (local path or any Beam filesystem URL): at least
+    ``MIN_SEED_BYTES`` (32) bytes of key material, raw or as hex or base64 text."""
     with FileSystems.open(path) as fh:
-        data = fh.read().strip()
-    if len(data) < 16:
-        raise ValueError(f"the seed file {path} must hold at least 16 bytes (e.g. `head -c 32 /dev/urandom | "
-                         f"base64 > {path}`)")
-    return bytes(data)
+        data = fh.read()
+    seed, material = seed_material(data)
+    if material < MIN_SEED_BYTES:
+        raise ValueError(f"the seed file {path} holds {material} bytes of key material, fewer than "
+                         f"{MIN_SEED_BYTES}: a short seed can be searched for offline. Make one with "
+                         f"`head -c 32 /dev/urandom > {path}` (or `head -c 32 /dev/urandom | base64 > {path}`)")
+    return seed
 
 
 def _as_partial(points, dim: int) -> _Partial:
@@ -147,9 +172,9 @@ class _Run:
 
     def __init__(self, cfg: EngineConfig, seed: bytes, run: int):
         self.noise = NoiseSource(seed, prefix=("run", run) if run else ())
-        key = (cfg, fingerprint(seed))
+        key = (cfg, self.noise.test_seed)
         if key not in _PLANS:
-            _PLANS[key] = PrivacyPlan.build(cfg, seed_hash=self.noise.seed_hash)
+            _PLANS[key] = PrivacyPlan.build(cfg, test_seed=self.noise.test_seed)
         self.plan = _PLANS[key]
         self.A = make_semicoreset(cfg, self.plan, self.noise)
         self.block_size = cfg.block_size if cfg.block_size is not None else rules.block_size(

@@ -22,8 +22,8 @@ def plan_scales_halved(monkeypatch, *which: str, factor: float = 0.5):
     ``which`` ⊆ {"bic", "svt", "a_count", "a_sum"}."""
     orig = PrivacyPlan.build.__func__
 
-    def build(cls, cfg, seed_hash=""):
-        plan = orig(cls, cfg, seed_hash)
+    def build(cls, cfg, test_seed=False):
+        plan = orig(cls, cfg, test_seed)
         if "bic" in which:
             plan.bic_scale = {lv: s * factor for lv, s in plan.bic_scale.items()}
         if "svt" in which:
@@ -127,8 +127,8 @@ def plan_ignores_replace_one(monkeypatch):
     review finding 5 lost): every parallel-composed Laplace part gets half its scale."""
     orig = PrivacyPlan.build.__func__
 
-    def build(cls, cfg, seed_hash=""):
-        plan = orig(cls, cfg.with_(neighbouring="add_remove"), seed_hash)
+    def build(cls, cfg, test_seed=False):
+        plan = orig(cls, cfg.with_(neighbouring="add_remove"), test_seed)
         plan.neighbouring = cfg.neighbouring
         return plan
 

@@ -46,7 +46,7 @@ T0 = 4_102_444_800.0  # 2100-01-01T00:00:00Z: the hourly ticks' deadlines lie in
 @pytest.fixture
 def seed_file(tmp_path):
     p = tmp_path / "seed"
-    p.write_text("3b9d0e7f1a2c4b6d8e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c\n")
+    p.write_text("3b9d0e7f1a2c4b6d8e0f1a2b3c4d5e6f708192a3b4c5d6e7f8091a2b3c0f1e2d\n")
     return str(p)
 
 
@@ -189,7 +189,7 @@ def hourly_run(tmp_path_factory):
     from pipelines.direct_metrics import install
     tmp = tmp_path_factory.mktemp("hourly")
     seed = tmp / "seed"
-    seed.write_text("c0ffee11d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c6\n")
+    seed.write_text("c0ffee11d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c60f1e2\n")
     out = tmp / "out"
     os.makedirs(out)
     argv = ["--input_subscription=projects/p/subscriptions/unused", f"--output={out}", "--dim=2", "--radius=12",

@@ -29,7 +29,7 @@ T0 = 1_800_000_000.0  # event-time tests: a public start time, seconds
 @pytest.fixture
 def seed_file(tmp_path):
     p = tmp_path / "seed"
-    p.write_text("d7f1e0c2a9b84c3e9f0a1b2c3d4e5f60718293a4b5c6d7e8f9\n")
+    p.write_text("d7f1e0c2a9b84c3e9f0a1b2c3d4e5f60718293a4b5c6d7e8f90f1e2d3c4b5a69\n")
     return str(p)
 
 
@@ -334,7 +334,7 @@ def test_seed_is_never_an_option_value_and_a_short_seed_file_is_refused(tmp_path
     short = tmp_path / "short"
     short.write_text("abc")
     assert job_mod.main(["--output", str(tmp_path / "o"), "--builtin_n=10", f"--seed_file={short}"]) == 2
-    assert "16 bytes" in capsys.readouterr().err
+    assert "head -c 32 /dev/urandom" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- review findings in the pipeline

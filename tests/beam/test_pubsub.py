@@ -14,11 +14,10 @@ import pytest
 beam = pytest.importorskip("apache_beam", reason="apache_beam is not importable: the Beam job cannot run",
                           exc_type=ImportError)
 
-from dpstream.noise import fingerprint  # noqa: E402
+from dpstream.noise import SECRET_SEED  # noqa: E402
 from pipelines import dp_stream_cluster as job_mod  # noqa: E402
 from pipelines.local_pubsub import LocalPubSub, emulator_launcher  # noqa: E402
 from pipelines.sources import HEARTBEAT_ATTRIBUTE  # noqa: E402
-from transforms.cluster import load_seed  # noqa: E402
 
 MEANS = np.array([[-5.0, -5.0], [5.0, 5.0], [5.0, -5.0]])
 T_TICKS, TICK_S, LEAD_S = 5, 4.0, 2
@@ -31,7 +30,7 @@ def _heartbeat(ps, topic):
 
 def test_streaming_job_reads_and_writes_pubsub_and_stops_cleanly(tmp_path, capsys):
     seed_path = tmp_path / "seed"
-    seed_path.write_text("5e2f8a61c03b4d9e8f7a6b5c4d3e2f10a9b8c7d6e5f4\n")
+    seed_path.write_text("5e2f8a61c03b4d9e8f7a6b5c4d3e2f10a9b8c7d6e5f40f1e2d3c4b5a69788796\n")
     kind = "emulator" if emulator_launcher() else "drongo"
     started = time.time()
     with LocalPubSub(prefer=kind) as ps:
@@ -98,7 +97,7 @@ def test_streaming_job_reads_and_writes_pubsub_and_stops_cleanly(tmp_path, capsy
         c = np.asarray(r["centers"])
         assert c.shape == (3, 2) and np.all(np.isfinite(c)) and np.all(np.linalg.norm(c, axis=1) <= 12 + 1e-9)
         assert r["privacy"]["epsilon"] == 2 and r["privacy"]["neighbouring"] == "add_remove"
-        assert r["privacy"]["seed_hash"] == fingerprint(load_seed(str(seed_path)))
+        assert r["privacy"]["seed"] == SECRET_SEED
         assert r["privacy"]["total_epsilon"] <= 2 + 1e-9
     # the last release found the three clusters
     last = np.asarray(rels[-1]["centers"])

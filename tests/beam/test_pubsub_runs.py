@@ -28,7 +28,7 @@ def _heartbeat(ps, topic):
 
 def test_unbounded_streaming_job_runs_past_the_horizon_through_three_runs(tmp_path):
     seed_path = tmp_path / "seed"
-    seed_path.write_text("7a1c9e0b3d5f7a9c1e3b5d7f9a1c3e5b7d9f1a3c5e7b\n")
+    seed_path.write_text("7a1c9e0b3d5f7a9c1e3b5d7f9a1c3e5b7d9f1a3c5e7b0f1e2d3c4b5a69788796\n")
     with LocalPubSub(prefer="emulator" if emulator_launcher() else "drongo") as ps:
         t_in, t_out = ps.topic("points"), ps.topic("releases")
         sub_in, sub_out = ps.subscription(t_in, "points-sub"), ps.subscription(t_out, "releases-sub")

@@ -23,7 +23,7 @@ N = 12_000  # the built-in stream: 12 ticks of 1000 points (small: four job runs
 @pytest.fixture(scope="module")
 def seed_file(tmp_path_factory):
     p = tmp_path_factory.mktemp("seed") / "seed"
-    p.write_text("5b1f0e2c9a8d4c3e9f0a1b2c3d4e5f60718293a4b5c6d7e8f9\n")
+    p.write_text("5b1f0e2c9a8d4c3e9f0a1b2c3d4e5f60718293a4b5c6d7e8f90f1e2d3c4b5a69\n")
     return str(p)
 
 

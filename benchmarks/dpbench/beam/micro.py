@@ -88,7 +88,7 @@ def _bicriteria(cfg, seed, seed_file, merged, out):
         levels = {}
         for key in level_keys(cfg):
             noise = NoiseSource(seed)
-            levels[key] = BicriteriaLevel(cfg, PrivacyPlan.build(cfg, seed_hash=noise.seed_hash), noise, *key)
+            levels[key] = BicriteriaLevel(cfg, PrivacyPlan.build(cfg, test_seed=noise.test_seed), noise, *key)
     out["level_init"] = {"wall": c.wall, "cpu": c.cpu}
     reports = defaultdict(list)
     with _Clock() as c:
