@@ -336,6 +336,7 @@ class PrivacyPlan:
             "epsilon": self.epsilon, "delta": self.delta, "neighbouring": self.neighbouring, "mode": self.mode,
             "total_epsilon": self.total_epsilon, "pld_epsilon": self.pld_epsilon,
             "basic_epsilon": self.basic_epsilon, "accountant_relation": ACCOUNTANT_RELATION.name,
+            "relations": relations_note(self.neighbouring),
             "seed": TEST_SEED if self.test_seed else SECRET_SEED, "participation": dict(self.participation),
             "horizon_ticks": self.horizon_ticks, "runs": self.runs,
             "across_runs": RUNS_NOTE,
@@ -372,6 +373,28 @@ def a_multiplicities(cfg: EngineConfig) -> Tuple[int, int]:
     return 1, 0
 
 
+def relations_note(neighbouring: str) -> str:
+    """The two relations a plan names, and why they differ, in words a compliance reader can follow."""
+    if neighbouring == "replace_one":
+        data = ("The data's relation is replace_one: two inputs are neighbours when they differ in the content "
+                "of one record at one position. Under the position clock (ticks of a fixed number of records) "
+                "the number of records and their positions are public, so a record can be changed but not "
+                "removed; the guarantee hides what any one record holds.")
+        sens = ("Every sensitivity in this plan is computed for replace_one (changing a record moves a pure "
+                "part's noisy counts by 2 instead of 1, a Gaussian histogram's squared l2 by 2, a Gaussian sum's "
+                "squared l2 by 4), and the noise is calibrated to those sensitivities.")
+    else:
+        data = ("The data's relation is add_remove: two inputs are neighbours when one holds one record more. "
+                "Under event-time ticks the number of records is itself private; the guarantee hides whether "
+                "any one record is present at all.")
+        sens = "Every sensitivity in this plan is computed for add_remove."
+    return (f"{data} {sens} The accountant (dp-accounting) composes the mechanisms and is always asked under "
+            f"ADD_OR_REMOVE_ONE with these sensitivities given to it: each mechanism's privacy loss between two "
+            f"inputs that differ by the data's relation is that of the same mechanism with that sensitivity, "
+            f"which is what the accountant computes, so the two names differ only because the sensitivities "
+            f"are ours and not the accountant's (its own REPLACE_ONE would scale them a second time).")
+
+
 RUNS_NOTE = ("every run of T ticks has fresh mechanisms, noise keys and the whole budget; a record's tick is a "
              "function of the record and the public clock, so it lies in exactly one run, and a run depends on "
              "earlier ones only through their releases: the whole sequence over all runs is (ε, δ)-DP per record "
@@ -389,6 +412,7 @@ def plan_table(d: dict) -> str:
     rel = d["neighbouring"]
     head = (f"Privacy plan: ({d['epsilon']:g}, {d['delta']:g})-DP for one record under {rel} neighbours "
             f"(the sensitivities below are for this relation); seed: {d.get('seed', '-')}\n"
+            + (f"Relations: {d['relations']}\n" if d.get("relations") else "") +
             f"Total spent: ε = {d['total_epsilon']:.4f} at δ = {d['delta']:g}, the smaller of the PLD composition "
             f"of all lines ({d['pld_epsilon']:.4f}) and the basic sum ({d['basic_epsilon']:.4f})\n")
     if d.get("runs", 1) != 1:

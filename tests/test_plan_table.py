@@ -43,3 +43,19 @@ def test_pure_plan_says_its_column_adds_up():
     text = plan.table()
     assert "adds up to the total" in text
     assert sum(float(r[6]) for r in _rows(text)) == pytest.approx(plan.total_epsilon, rel=1e-3)
+
+
+@pytest.mark.parametrize("rel", ["replace_one", "add_remove"])
+def test_the_plan_names_both_relations_and_says_why_they_differ(rel):
+    """A release says neighbouring: replace_one beside accountant_relation: ADD_OR_REMOVE_ONE; its
+    ``relations`` field says what each means and why the two names differ, in words."""
+    d = _plan(neighbouring=rel).to_dict()
+    assert d["neighbouring"] == rel and d["accountant_relation"] == "ADD_OR_REMOVE_ONE"
+    note = d["relations"]
+    assert f"The data's relation is {rel}" in note and "ADD_OR_REMOVE_ONE" in note
+    assert "the sensitivities are ours" in note
+    if rel == "replace_one":
+        assert "position" in note and "2" in note and "4" in note  # the factors of the replace-one sensitivities
+    else:
+        assert "present" in note
+    assert note in plan_table(d)
