@@ -71,3 +71,44 @@ def ring_centers_from_raw_points(monkeypatch):
 
     monkeypatch.setattr(engine_mod.Engine, "step", step)
     monkeypatch.setattr(engine_mod.Engine, "_ring_centers", ring_centers)
+
+
+class _DataDirectedBlock:
+    """A tree block whose split directions are the principal axes of its own (normalised) points,
+    chosen when the block is released: a 'data-adaptive' split instead of keyed random hyperplanes."""
+
+    def __init__(self, centers, radii, dim, grid, depth):
+        self.centers, self.radii = np.asarray(centers, dtype=float), np.asarray(radii, dtype=float)
+        self.dim, self.grid, self.depth = dim, grid, depth
+        self._x, self._part, self.n = [], [], 0
+
+    @property
+    def n_parts(self) -> int:
+        return self.centers.shape[0]
+
+    def add(self, x, part):
+        self._x.append(np.asarray(x, dtype=float).reshape(-1, self.dim))
+        self._part.append(np.asarray(part, dtype=np.int64))
+        self.n += len(self._x[-1])
+
+    def compact(self):
+        x = np.concatenate(self._x) if self._x else np.zeros((0, self.dim))
+        part = np.concatenate(self._part) if self._part else np.zeros(0, np.int64)
+        y = blocks_mod.normalise(x, part, self.centers, self.radii)
+        vals, vecs = np.linalg.eigh(y.T @ y)  # principal axes of the uncentred second moment
+        V = vecs[:, ::-1][:, :self.depth].T
+        sketch = blocks_mod.LeafSketch(self.centers, self.radii, V, self.dim, self.grid)
+        sketch.add(x, part)
+        self.V = sketch.V
+        return sketch.compact()
+
+
+def tree_directions_from_data(monkeypatch):
+    """The natural-but-wrong tree: split along the block's principal axes (computed from its points)
+    instead of directions drawn from the key; the directions, and so the partition of every other
+    record, then depend on each record."""
+
+    def open_block(self, centers, radii, key, directions=None):
+        return _DataDirectedBlock(centers, radii, self.cfg.dim, self.grid, self.cfg.tree_depth)
+
+    monkeypatch.setattr(sc_mod.TreeSemicoreset, "open_block", open_block)
