@@ -112,3 +112,24 @@ def tree_directions_from_data(monkeypatch):
         return _DataDirectedBlock(centers, radii, self.cfg.dim, self.grid, self.cfg.tree_depth)
 
     monkeypatch.setattr(sc_mod.TreeSemicoreset, "open_block", open_block)
+
+
+def window_from_raw_points(monkeypatch):
+    """The natural-but-wrong window: a closed run enters the next runs' window_centers by its raw
+    points (all weight 1) instead of by its final released coreset."""
+    import dpstream.runs as runs_mod
+
+    orig_step, orig_roll = runs_mod.RunSequence.step, runs_mod.RunSequence._roll
+
+    def step(self, points, *a, **kw):
+        self.__dict__.setdefault("_raw", []).append(np.asarray(points, dtype=float).reshape(-1, self.cfg.dim))
+        return orig_step(self, points, *a, **kw)
+
+    def roll(self):
+        raw = np.vstack(self._raw[:-1])  # the closed run's points (the last one is the new run's first tick)
+        self._raw = self._raw[-1:]
+        orig_roll(self)
+        self.closed[-1] = (self.run - 1, raw, np.ones(len(raw)))
+
+    monkeypatch.setattr(runs_mod.RunSequence, "step", step)
+    monkeypatch.setattr(runs_mod.RunSequence, "_roll", roll)

@@ -5,7 +5,10 @@
   last allowed run the next tick is refused.
 * A record of run r reaches only run r's mechanisms: the tracer record's exact counts differ in run r
   only, run < r releases are identical, and under one seed the noise keys consumed with and without
-  it are the same multiset (the audit of review test 2, across runs); the runs' keys never overlap.
+  it are the same multiset (the audit of review test 2, across runs); the runs' keys never overlap;
+  and later runs see run r only through its releases: the stream without the record, given the
+  releases of the stream with it, releases the same afterwards (a window built from a closed run's
+  raw points is caught).
 * The window's centers (the released coresets of the last W closed runs and the current one, merged)
   are within 1.2× of the window's optimum on a drifting stream; W = 0 covers all runs.
 * The plan states the guarantee across runs.
@@ -14,6 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+
+import broken_variants  # tests/broken_variants.py (tests/ is on sys.path under pytest)
 from sklearn.cluster import KMeans
 
 from dpstream import DPStreamClusterer, EngineConfig
@@ -82,7 +87,23 @@ def _trace_run(cfg, ticks):
     return rels, keys, exact
 
 
-def test_a_record_of_one_run_reaches_that_run_only():
+def _replayed(cfg, ticks, releases):
+    """The run sequence on ``ticks`` whose window, at each roll, gets the closed run's final release
+    taken from ``releases`` (another sequence's): what a later run sees of earlier runs is then
+    exactly those releases."""
+    rs = RunSequence(cfg, SEED)
+    roll = rs._roll
+
+    def replay_roll():
+        roll()
+        final = releases[rs.run * cfg.horizon_ticks - 1]
+        rs.closed[-1] = (rs.run - 1, final.coreset_points, final.coreset_weights)
+
+    rs._roll = replay_roll
+    return [rs.step(x) for x in ticks]
+
+
+def check_a_record_reaches_its_run_only():
     cfg = _cfg(epsilon=1.0)
     rng = np.random.default_rng(1)
     ticks = [_drift(t // T, rng, 200) for t in range(4 * T)]
@@ -96,6 +117,13 @@ def test_a_record_of_one_run_reaches_that_run_only():
         np.testing.assert_array_equal(a.centers, b.centers)
         np.testing.assert_array_equal(a.coreset_weights, b.coreset_weights)
     assert [int(b[0] - a[0]) for a, b in zip(e0, e1)] == [0, 0, 1, 0]
+    # run 3 sees run 2 only through run 2's releases: the stream without x, given the releases of the
+    # stream with x, releases in run 3 exactly what the stream with x releases
+    replay = _replayed(cfg, ticks, r1)
+    for a, b in zip(replay[3 * T:], r1[3 * T:]):
+        np.testing.assert_array_equal(a.window_centers, b.window_centers)
+        np.testing.assert_array_equal(a.centers, b.centers)
+        np.testing.assert_array_equal(a.coreset_weights, b.coreset_weights)
     # per run, the same multiset of noise keys (shapes never depend on where the record went)
     for a, b in zip(k0, k1):
         assert a == b
@@ -105,6 +133,16 @@ def test_a_record_of_one_run_reaches_that_run_only():
         for j in range(i + 1, len(sets)):
             assert not (sets[i] & sets[j]), (i, j)
     assert all(k[:2] == ("run", 2) for k in sets[2])
+
+
+def test_a_record_of_one_run_reaches_that_run_only():
+    check_a_record_reaches_its_run_only()
+
+
+def test_a_window_built_from_a_closed_runs_raw_points_is_caught(monkeypatch):
+    broken_variants.window_from_raw_points(monkeypatch)
+    with pytest.raises(AssertionError):
+        check_a_record_reaches_its_run_only()
 
 
 @pytest.mark.parametrize("window_runs", [1, 0])
