@@ -398,7 +398,8 @@ def relations_note(neighbouring: str) -> str:
 RUNS_NOTE = ("every run of T ticks has fresh mechanisms, noise keys and the whole budget; a record's tick is a "
              "function of the record and the public clock, so it lies in exactly one run, and a run depends on "
              "earlier ones only through their releases: the whole sequence over all runs is (ε, δ)-DP per record "
-             "(parallel composition); a person with records in m runs gets m·ε (group privacy)")
+             "(parallel composition); a person with one record in each of m runs gets (m·ε, m·δ) (the runs "
+             "compose), and m records in one run give (m·ε, m·e^((m−1)ε)·δ) (group privacy)")
 
 
 def plan_table(d: dict) -> str:

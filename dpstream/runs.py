@@ -10,8 +10,8 @@ privacy of dpstream — one record — a record's tick is a function of the reco
 alone (its timestamp or its slot), so it lies in exactly one run, and neighbouring streams differ in
 the input of that run only. Each run is (ε, δ)-DP in its own input and independent of the others'
 inputs (the window below reads only released outputs): parallel composition over disjoint inputs
-gives (ε, δ) for the whole sequence. A person who contributes records to m runs (or m records to one) gets m·ε by group
-privacy, exactly as within one run.
+gives (ε, δ) for the whole sequence. A person with one record in each of m runs gets (m·ε, m·δ) (the runs
+compose); m records in one run give (m·ε, m·e^((m−1)ε)·δ) by group privacy.
 
 What a release carries besides the run's own centers and coreset: ``window_centers``, centers of a
 public window of runs — the final released coresets of the last ``window_runs`` closed runs and the

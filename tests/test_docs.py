@@ -49,3 +49,16 @@ def test_the_guides_warnings_are_the_jobs():
         words = [w for w in re.split(fields, row.replace("at launch: ", "")) if w.strip(" ()/`")]
         for w in words:
             assert w.strip(" ()/`") in code, f"the guide's warning {row!r}: {w!r} is not in the code"
+
+
+def test_security_states_group_privacy_with_delta_rows_as_records_and_what_decides_after_close():
+    """SECURITY.md: group privacy keeps δ (one run: m·e^{(m−1)ε}·δ; m runs: m·δ), a message of m rows is
+    m records, and the after_close drop is stated as depending on the watermark (other messages), not
+    as a function of the record's own delay alone."""
+    text = " ".join((ROOT / "SECURITY.md").read_text(encoding="utf-8").split())
+    assert "(m·ε, m·e^{(m−1)ε}·δ)" in text and "(m·ε, m·δ)" in text
+    assert "m rows is m records" in text
+    assert "not of any other record's content" not in text
+    assert "watermark" in text and "*other messages*" in text and "after_close" in text
+    from dpstream.privacy import RUNS_NOTE  # what every release of a run sequence says
+    assert "(m·ε, m·δ)" in RUNS_NOTE and "m·e^((m−1)ε)·δ" in RUNS_NOTE
