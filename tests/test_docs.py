@@ -62,3 +62,36 @@ def test_security_states_group_privacy_with_delta_rows_as_records_and_what_decid
     assert "watermark" in text and "*other messages*" in text and "after_close" in text
     from dpstream.privacy import RUNS_NOTE  # what every release of a run sequence says
     assert "(m·ε, m·δ)" in RUNS_NOTE and "m·e^((m−1)ε)·δ" in RUNS_NOTE
+
+
+def _privacy_doc():
+    return (ROOT / "docs" / "privacy.md").read_text(encoding="utf-8")
+
+
+def test_every_test_the_privacy_invariants_name_exists():
+    """docs/privacy.md names, for each invariant, the tests that check it (``file::test``, or ``::test``
+    for another test of the file named last): each must be a test function of that file."""
+    text = _privacy_doc()
+    named, current = [], None
+    for m in re.finditer(r"`(tests/[\w/]+\.py)?::(test_\w+)`|`(tests/[\w/]+\.py)`", text):
+        if m.group(3):
+            current = m.group(3)
+            continue
+        current = m.group(1) or current
+        named.append((current, m.group(2)))
+    assert len(named) >= 60
+    for path, test in named:
+        src = (ROOT / path).read_text(encoding="utf-8")
+        assert re.search(rf"^def {test}\(", src, re.M), f"docs/privacy.md names {path}::{test}, which does not exist"
+
+
+def test_every_invariant_cited_in_the_repository_is_defined():
+    """Code, tests and docs cite the invariants as P1…P18: each cited number has its paragraph."""
+    defined = set(re.findall(r"^\*\*P(\d+)\.", _privacy_doc(), re.M))
+    assert defined == {str(i) for i in range(1, len(defined) + 1)} and len(defined) >= 15
+    cited = set()
+    for path in ROOT.rglob("*"):
+        if path.suffix not in (".py", ".md") or {".venv", ".git"} & set(path.parts):
+            continue
+        cited |= set(re.findall(r"(?<![\w/])P(\d+)(?![\w.])", path.read_text(encoding="utf-8", errors="ignore")))
+    assert cited - defined == set(), f"cited but not defined in docs/privacy.md: {sorted(cited - defined)}"
