@@ -1,6 +1,6 @@
 #!/usr/bin/env python
 """Scale evidence for the sharded Beam job: CPU time and buffered points of every key of the clustering
-stages, and the scale-out factor (issue 10).
+stages, and the scale-out factor.
 
     .venv/bin/python benchmarks/beam_keys.py [--n 1000000] [--d 10] [--k 10] [--tick_size 1000]
                                              [--point_shards 8] [--tick_timer batch] [--out benchmarks/results]

@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""dpstream against its peers on the same data, in the same order, in one script (issue 8, DESIGN §5).
+"""dpstream against its peers on the same data, in the same order, in one script.
 
     make .venv-bench/.installed
     .venv-bench/bin/python benchmarks/run_benchmark.py --quick            # smoke test, < 3 min

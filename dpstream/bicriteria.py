@@ -10,8 +10,8 @@ seed: :class:`BicriteriaDPCenters` (the engine: every (tree, level) in one
 vectorised counter) and, for the Beam job, one :class:`BicriteriaLevel` per
 (tree, level) key plus a :class:`CenterSet` (the CenterRegistry's state) that
 absorbs their per-tick :class:`LevelReport` objects.  A record touches exactly one bucket per
-(tree, level, repetition): Q·(L+1)·R counter instances (Lemma 5; review
-finding 9 — the count and bit counters are one merged vector counter).
+(tree, level, repetition): Q·(L+1)·R counter instances (Lemma 5; 
+P9 — the count and bit counters are one merged vector counter).
 
 With ``bucket_shards`` S > 1 each (tree, level)'s w buckets are cut into S contiguous ranges
 (:func:`bucket_ranges`) and the node noise of repetition r's range s is drawn under its own key, so a
@@ -22,7 +22,7 @@ order (:func:`merge_shard_reports`), are the level's report; their noisy totals 
 F only grows; it starts with the public center of the data ball, so rings are
 defined from the first tick.  Every reported cell centre is post-processing of
 released counters.  The DP count estimate of a release is the mean over
-(tree, level, rep) of Σ_j N̂_j (review finding 16), also post-processing.
+(tree, level, rep) of Σ_j N̂_j (P14), also post-processing.
 """
 from __future__ import annotations
 

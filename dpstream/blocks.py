@@ -4,13 +4,13 @@ A block is opened for one (epoch, ring, block index j) with the ring's parts —
 (center c_p, radius r_p) per center of the epoch — and receives that ring's points tick by
 tick until the sparse vector fires or the epoch ends; then A releases it, exactly once.
 
-Raw points stay raw until A (privacy review finding 8): nothing here samples, merges or
+Raw points stay raw until A (P7): nothing here samples, merges or
 approximates. What a block keeps is exactly what its A reads:
 
 * :class:`RawBlock` — the points themselves (DP-Lloyd iterates over them).
 * :class:`LeafSketch` — for the tree semicoreset (and snap, with depth 0): each point is
-  normalised into its part's ball, y = (x − c_p)/r_p clipped to ‖y‖ ≤ 1 (finding 18),
-  quantised to the public grid q = trunc(2^b·y) (finding 6), and given its leaf code in the
+  normalised into its part's ball, y = (x − c_p)/r_p clipped to ‖y‖ ≤ 1 (P10),
+  quantised to the public grid q = trunc(2^b·y) (P11), and given its leaf code in the
   block's random-hyperplane tree (D keyed directions, fixed when the block opens). The tree
   semicoreset reads nothing but the exact per-(part, leaf) counts and exact sums of q, so the
   sketch holds those: A computed from it is identical, bit for bit, to A computed from the
@@ -27,7 +27,7 @@ from scipy import sparse
 
 
 def normalise(x: np.ndarray, part: np.ndarray, centers: np.ndarray, radii: np.ndarray) -> np.ndarray:
-    """y = (x − c_p)/r_p, clipped to the unit ball (float rounding at dist ≈ r_p: finding 18)."""
+    """y = (x − c_p)/r_p, clipped to the unit ball (float rounding at dist ≈ r_p: P10)."""
     y = x - centers[part]
     r = radii[part]
     if r.size and (r == r[0]).all():  # one ring: one radius

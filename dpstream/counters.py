@@ -4,7 +4,7 @@ Vectorised over K counters with vector-valued updates: at tick t every
 coordinate of the K-vector receives one update (zero for ⊥), and the released
 value is the noisy prefix sum.  A record lies in at most L_T = ⌊log2 T⌋ + 1
 p-sums while t ≤ T, which is what the plan calibrates for; the mechanism fails
-closed past the horizon (privacy review finding 3).
+closed past the horizon (P3).
 
 State is O(K): the exact prefix sum and the running total of the noise of the
 p-sums that tick t's binary expansion selects.  Node noise is keyed by
@@ -19,7 +19,7 @@ from .noise import NoiseSource
 
 
 class HorizonExceeded(RuntimeError):
-    """The counter's privacy holds only up to its horizon T (review finding 3)."""
+    """The counter's privacy holds only up to its horizon T (P3)."""
 
 
 def popcount(t: int) -> int:

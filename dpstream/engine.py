@@ -4,7 +4,7 @@
 
 1. the tick's points are clipped to the public ball (not dropped);
 2. they are assigned to (ring, nearest center) with the epoch's center set —
-   a set adopted from *released* F of an earlier tick (review finding 10);
+   a set adopted from *released* F of an earlier tick (P8);
 3. BicriteriaDPCenters advances its counters (⊥ when the tick is empty) and
    releases F_t;
 4. every ring's DP-Merge-Reduce tests its sparse vector and fires A;
@@ -69,7 +69,7 @@ class Engine:
         self.A = make_semicoreset(cfg, self.plan, self.noise)
         self.block_size = cfg.block_size if cfg.block_size is not None else rules.block_size(
             cfg, self.plan, self.A.leaf_threshold())
-        # the DP count estimate's own binary mechanism (review finding 16), unless the bicriteria gives it
+        # the DP count estimate's own binary mechanism (P14), unless the bicriteria gives it
         self.counter = (BinaryMechanism(1, cfg.horizon_ticks, self.noise, ("count",), self.plan.count_mechanism,
                                         self.plan.count_scale) if cfg.count_counter else None)
         self.external_bicriteria = bicriteria == "external" and cfg.bicriteria
@@ -114,8 +114,8 @@ class Engine:
         return self.bic.centers if self.bic is not None else self.center[None, :]
 
     def _adopt_now(self, t: int, grown: bool, count: Optional[float]) -> bool:
-        """Is tick t an epoch change? A function of public parameters and DP outputs only (review
-        finding 10): ``count`` is this tick's DP count estimate (:func:`dpstream.epochs.adopt_now`)."""
+        """Is tick t an epoch change? A function of public parameters and DP outputs only (P8):
+        ``count`` is this tick's DP count estimate (:func:`dpstream.epochs.adopt_now`)."""
         return epochs.adopt_now(self.cfg, t, grown, count, self._epoch_count0, self.epoch, self.epoch_start,
                                 self.block_size)
 

@@ -4,11 +4,11 @@ Tree q has levels ℓ = 0..L with cell side g_ℓ = 2Λ/2^ℓ and a shift
 v_q ~ U[0, 2Λ)^d shared by its levels; level ℓ uses v_q mod g_ℓ, which gives the
 same (nested) partition as v_q with ids offset by a constant.  Cell ids are
 offset to be non-negative and fit b_ℓ bits per coordinate, computed from the
-public radius (review finding 11); encoding asserts it, because the counters'
+public radius (P10); encoding asserts it, because the counters'
 noise is calibrated for exactly B_ℓ = d·b_ℓ bits.
 
-Shifts and hash functions are keyed draws from the noise source (review
-finding 7e): public-independent of the data, reproducible from the seed.
+Shifts and hash functions are keyed draws from the noise source (P15):
+independent of the data, reproducible from the seed.
 """
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ Each bucket keeps one vector-valued continual counter over (N_j, K_j1..K_jB):
 its number of points and, per id bit m, how many of them have bit m set
 (the bit decoder of the notes §10.3, a Bitstogram-style DP-HH).  Decoding is
 post-processing of the released noisy counters and inspects **every** bucket
-every tick (review: inspecting only the bucket that received data would reveal
+every tick (P6: inspecting only the bucket that received data would reveal
 the hash of the point's cell):
 
     b_m = [K̂_m ≥ N̂/2],  f̂ = min_m (K̂_m if b_m else N̂ − K̂_m),

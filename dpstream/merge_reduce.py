@@ -1,7 +1,7 @@
 """DP-Merge-Reduce (Alg. 4) for every ring of one epoch.
 
 Per ring i: points wait in a level-0 block P_0 (:mod:`dpstream.blocks`: exactly what A
-reads, never an approximate summary — review finding 8); LevelZero-AboveThreshold
+reads, never an approximate summary — P7); LevelZero-AboveThreshold
 (Alg. 5) decides at every tick whether P_0 holds ≈ M points; then A releases P_0 — its
 parts (ring i, center f) for *every* f of the epoch's center set — and the result is
 merged into a binary-counter stack of levels reduced with black box B.
@@ -9,8 +9,8 @@ merged into a binary-counter stack of levels reduced with black box B.
 Block j of ring i in epoch e is opened with the tree directions of key ("A", e, i) (shared by
 the ring's blocks) and released under the key ("A", e, i, j), exactly once: a fire or the flush of an epoch change or
 the horizon. The flush sends every ring's pending block through A — every part, empty ones
-included — so no point is lost and each point still enters exactly one A call (review,
-"Flush fix"). Each ring is a separate state machine (:class:`RingMergeReduce`), so a Beam
+included — so no point is lost and each point still enters exactly one A call (P6,
+P9). Each ring is a separate state machine (:class:`RingMergeReduce`), so a Beam
 stage can hold one ring per key and draw the same noise.
 """
 from __future__ import annotations

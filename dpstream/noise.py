@@ -1,4 +1,4 @@
-"""Seeded, counter-based noise (DESIGN §2; privacy review findings 6 and 7).
+"""Seeded, counter-based noise (P11, P15, P16 in docs/privacy.md).
 
 Every random draw made by a DP mechanism is keyed by
 ``(component, instance, tick, purpose)`` plus the index of the value inside the
@@ -7,11 +7,11 @@ digest seeds a Philox generator, so
 
 * a retried Beam bundle, the local engine and the Beam pipeline redraw
   *identical* noise for the same seed and key;
-* two different draws never share noise (finding 7d: a threshold redrawn with
+* two different draws never share noise (P15: a threshold redrawn with
   the same noise after an SVT restart doubles its privacy loss);
-* nobody without the seed can predict or subtract the noise (finding 7a).
+* nobody without the seed can predict or subtract the noise (P16).
 
-Released counts carry integer noise only (finding 6, the Mironov floating-point
+Released counts carry integer noise only (P11, the Mironov floating-point
 attack): rounded Gaussian noise (post-processing of the Gaussian mechanism on an
 integer count) or discrete Laplace noise (difference of two geometrics).
 """
@@ -62,7 +62,7 @@ def seed_bytes(random_state) -> bytes:
     ``None`` draws from OS entropy (production).  An int or bytes value gives
     reproducible releases, which is what tests need and what production must
     never use: anyone who knows the seed can subtract the noise, and reusing it
-    on other data releases exact differences (privacy review finding 7).
+    on other data releases exact differences (P16).
     """
     if random_state is None:
         return seed_from_entropy()
@@ -113,7 +113,7 @@ class NoiseSource:
 
     ``key`` is a tuple ``(component, instance, tick, purpose)``; index ``i`` of
     the returned array is the draw's index.  With ``trace=True`` every key drawn
-    is recorded with its size (the noise-key audit of privacy review test 2).
+    is recorded with its size (the noise-key audit of P15).
     """
 
     def __init__(self, seed: bytes, trace: bool = False, prefix: tuple = ()):
@@ -123,7 +123,7 @@ class NoiseSource:
         self.test_seed = isinstance(seed, TestSeed)
         self.trace = trace
         # prepended to every key: ("run", r) for run r ≥ 1 (run 0 keeps the bare keys), so the draws
-        # of different runs never share a key (review finding 7d)
+        # of different runs never share a key (P15)
         self.prefix = tuple(prefix)
         self.keys: Counter = Counter()
 

@@ -1,10 +1,10 @@
-"""Validated public parameters of a run (DESIGN §2: public parameters only).
+"""Validated public parameters of a run (chosen without looking at the data).
 
 Everything here is fixed before any data is seen; nothing data-dependent may
 choose it.  ``EngineConfig`` is the one object from which both the mechanisms
 and the :class:`~dpstream.privacy.PrivacyPlan` derive their shapes and noise
 scales, so a budget can never be split for a different configuration than the
-one that runs (privacy review finding 9).
+one that runs (P9).
 """
 from __future__ import annotations
 
@@ -42,9 +42,9 @@ class EngineConfig:
     Core:
       n_clusters (k), dim (d), radius (Λ: points are clipped to the ball
       B(center, Λ)), epsilon, delta, horizon_ticks (T: the engine releases at
-      ticks 1..T and refuses tick T+1 — review finding 3), neighbouring
+      ticks 1..T and refuses tick T+1 — P3), neighbouring
       ("replace_one" for a position clock such as fixed-size chunks,
-      "add_remove" for event-time ticks; DESIGN §2).
+      "add_remove" for event-time ticks; P1).
 
     Runs (:mod:`dpstream.runs`): runs (consecutive runs of T ticks, each with fresh mechanisms,
     noise keys and budget — parallel composition over their disjoint records; None = unbounded,
@@ -262,7 +262,7 @@ class EngineConfig:
         return -int(math.floor(-self.radius / self.cell_side(level)))
 
     def cell_values(self, level: int) -> int:
-        """Values a coordinate's cell index can take (shift in [0, g_ℓ); review finding 11)."""
+        """Values a coordinate's cell index can take (shift in [0, g_ℓ); P10)."""
         g = self.cell_side(level)
         return int(math.floor((self.radius + g) / g)) + self.cell_offset(level) + 1
 

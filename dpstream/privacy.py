@@ -1,4 +1,4 @@
-"""The privacy ledger: one ``PrivacyPlan`` every mechanism asks (DESIGN §2).
+"""The privacy ledger: one ``PrivacyPlan`` every mechanism asks (P9, P12 in docs/privacy.md).
 
 The user's total (ε, δ) is split across the three parts of Lemma 1:
 
@@ -10,18 +10,18 @@ The user's total (ε, δ) is split across the three parts of Lemma 1:
   blocks, rings, epochs and center parts).
 * The stream counter (when its weight is > 0): one binary mechanism over the
   per-tick number of points, whose noisy prefix sum is the release's DP count
-  estimate (review finding 16). A record is in ≤ L_T of its p-sums under either
+  estimate (P14). A record is in ≤ L_T of its p-sums under either
   relation (replacing a record keeps its tick; replacing it by ⊥ removes one).
 
-Sensitivities are ours, for the neighbouring relation in use (privacy review
-finding 5): under replace-one every parallel-composed pure part costs 2ε
+Sensitivities are ours, for the neighbouring relation in use (P1): under
+replace-one every parallel-composed pure part costs 2ε
 (Laplace scale ×2), Gaussian histograms ℓ2² ×2, and Gaussian sums inside one
 partition ℓ2² ×4.  dp-accounting is only ever asked with
 ``ADD_OR_REMOVE_ONE`` and fed these sensitivities.
 
 With δ > 0 the counters and A use Gaussian noise (rounded to integers), the
 sparse vector is a pure-ε part, and everything is composed in one privacy-loss
-distribution (review finding 13); the reported ε is min(PLD ε, basic sum).
+distribution (P12); the reported ε is min(PLD ε, basic sum).
 With δ = 0 everything is pure ε with discrete Laplace noise and the total is
 the basic sum.
 """

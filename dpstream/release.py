@@ -1,4 +1,4 @@
-"""What a tick releases (DESIGN §4): DP by construction, safe to send anywhere."""
+"""What a tick releases (P18): DP by construction, safe to send anywhere."""
 from __future__ import annotations
 
 import copy

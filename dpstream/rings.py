@@ -4,7 +4,7 @@ R_0(F) = {x : dist(x, F) < r_0},  R_i(F) = {x : r_0 2^(i-1) ≤ dist(x, F) < r_0
 i = 1..I, with r_I = 2Λ so every clipped point has a ring.  A point's part is
 (ring i, nearest center f); black box A runs on each part in the ball (f, r_i).
 
-Privacy (review finding 10): the partition at tick t must be a function of the
+Privacy (P8): the partition at tick t must be a function of the
 *released* center set of the epoch (adopted from F of an earlier tick) and of
 the record itself — never of internal counter or merge-reduce state.  This
 module only sees the centers it is given.

@@ -1,4 +1,4 @@
-"""Public rules: the defaults that are derived rather than fixed (DESIGN §2: public parameters only).
+"""Public rules: the defaults that are derived rather than fixed (functions of public parameters and of the plan's noise scales only).
 
 Every rule here is a function of public parameters — k, d, ε, δ, the horizon T, the
 neighbouring relation and the algorithm constants — and of noise scales the privacy plan

@@ -1,6 +1,6 @@
 """Runs: an unbounded stream as consecutive runs of T ticks under parallel composition.
 
-The continual counters of one run are private only up to its horizon T (privacy review finding 3),
+The continual counters of one run are private only up to its horizon T (P3),
 so a stream that goes on for months is cut into runs: run r covers the ticks r·T + 1 … (r + 1)·T of
 the stream's clock, each with fresh mechanisms, fresh noise keys (the run index enters every key)
 and a fresh budget (ε, δ).

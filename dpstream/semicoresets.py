@@ -2,17 +2,17 @@
 
 One call covers a set of *parts*: part p is the ball (c_p, r_p) of one
 (ring, center) pair.  Points are normalised to y = (x − c_p)/r_p and clipped
-again to ‖y‖ ≤ 1 (review finding 18), so every sensitivity holds and the noise
+again to ‖y‖ ≤ 1 (P10), so every sensitivity holds and the noise
 scales with the ring radius (Lemma 4).  Parts are disjoint, so one call is one
 mechanism by parallel composition; a record enters at most one call.
 
-Every implementation is a *total* function (review finding 1): all parts are
+Every implementation is a *total* function (P6): all parts are
 processed, empty ones included; nothing branches on an exact count; output
 shapes depend only on public parameters and noisy values.  Released counts are
 integers plus integer noise and sums are quantised to a public grid before
-integer noise (finding 6).  Weights below τ_w = (noise tail over the parts)
+integer noise (P11).  Weights below τ_w = (noise tail over the parts)
 are zeroed: post-processing that stops empty parts adding phantom mass
-(finding 14).
+(P14).
 
 Interface: ``block = A.open_block(centers, radii, key)`` opens a level-0 block with its parts
 (the key draws only the tree's directions: the engine passes (epoch, ring), so a ring's blocks share
@@ -161,7 +161,7 @@ class Semicoreset:
 
         ``run_wide`` takes the union bound over every block the run can release as well (at most
         one per ring per tick: a public number), so empty parts add no phantom mass over the
-        whole stream (review finding 14); counts *inside* a part whose own count already passed
+        whole stream (P14); counts *inside* a part whose own count already passed
         use the bound of one release.
         """
         beta = self.cfg.weight_beta

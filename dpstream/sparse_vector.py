@@ -2,14 +2,14 @@
 
 One instance per (epoch, ring), vectorised over the rings of an epoch.  At
 *every* tick each instance adds its ring's new points to its count and tests
-``count + ν ≥ M + ρ`` — empty ticks included (review finding 12: testing only on
+``count + ν ≥ M + ρ`` — empty ticks included (P13: testing only on
 arrivals reveals ring membership through the firing time).
 
-Noise (review finding 12): the monotone-query variant of Lyu–Su–Li (VLDB 2017)
+Noise (P13): the monotone-query variant of Lyu–Su–Li (VLDB 2017)
 with threshold noise ρ ~ Lap(2Δ/ε) and query noise ν ~ Lap(2Δ/ε), valid because
 a record added at tick s raises every later query of its group by exactly one
 (a monotone step).  ρ is redrawn at every restart and ν at every tick, each
-under its own key (finding 7d); the count resets to 0 at ⊤ and the block holds
+under its own key (P15); the count resets to 0 at ⊤ and the block holds
 every point up to and including the firing tick.  Δ = 2 under replace-one
 (the record may move between two rings), which the plan folds into the scale.
 

@@ -1,4 +1,4 @@
-"""Refuse a master seed already used on other data (privacy review finding 7b).
+"""Refuse a master seed already used on other data (P16).
 
 The same noise on two different inputs D and D' releases f(D) − f(D') exactly.
 Each run with ``--seed_file`` records the seed's fingerprint (never released: seed files hold 256 bits

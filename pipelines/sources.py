@@ -3,7 +3,7 @@
 Every source emits :class:`transforms.parse.Record` elements. A bounded source
 assigns each record its **slot** (its raw line or row index in the whole input,
 files taken in sorted name order) *before* parsing, so a malformed record keeps
-its slot and no other record changes tick (privacy review finding 4a).
+its slot and no other record changes tick (P2).
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The end-of-run operator summary and its warnings (issue 9).
+"""The end-of-run operator summary and its warnings.
 
 After a batch run (and when a streaming run is cancelled) ``dpstream`` prints, on
 stderr, what happened to the records: read, valid, dead-lettered by reason, outside

@@ -34,7 +34,7 @@ def _restrict(block, used):
 
 
 def a_skips_empty_parts(monkeypatch):
-    """The natural-but-wrong A: only parts that received points are processed (review finding 1)."""
+    """The natural-but-wrong A: only parts that received points are processed (P6)."""
     orig = sc_mod.Semicoreset.release
 
     def release(self, block, key):
@@ -49,7 +49,7 @@ def a_skips_empty_parts(monkeypatch):
 
 def ring_centers_from_raw_points(monkeypatch):
     """The natural-but-wrong rule: a new epoch's ring centers are a (non-private) k-means of the raw
-    points of the adoption tick instead of released centers (review finding 10)."""
+    points of the adoption tick instead of released centers (P8)."""
     import dpstream.engine as engine_mod
     from sklearn.cluster import KMeans
 

@@ -1,7 +1,7 @@
 """Shared, generic fixtures for the dpstream unit and statistical tests.
 
-* ``seed``: 32 fixed bytes.  Fixed seeds are for tests only (privacy review
-  finding 7): they make every statistical test reproducible, so a threshold
+* ``seed``: 32 fixed bytes.  Fixed seeds are for tests only (P16): they make
+  every statistical test reproducible, so a threshold
   chosen at false-failure probability p fails with probability p over the
   choice of seed, and then deterministically.
 * ``make_seed(tag)``: a distinct fixed 32-byte seed per tag, for tests that

@@ -1,4 +1,4 @@
-"""Tests of dpstream.counters.BinaryMechanism (notes §11.1, privacy review finding 3).
+"""Tests of dpstream.counters.BinaryMechanism (notes §11.1, P3).
 
 Many independent counters are simulated at once as one BinaryMechanism of size K:
 coordinate i of the vector is counter i, with its own node noise.
@@ -225,7 +225,7 @@ def test_updates_must_have_the_counter_shape(seed):
 
 @pytest.mark.parametrize("T", [1, 2, 5, 8, 100])
 def test_horizon_is_enforced(seed, T):
-    """Finding 3: the counter refuses tick T+1, and the state does not change."""
+    """P3: the counter refuses tick T+1, and the state does not change."""
     bm = BinaryMechanism(3, T, NoiseSource(seed), ("hz",), "gaussian", 1.0)
     for _ in range(T):
         bm.step(np.ones(3, dtype=int))

@@ -1,4 +1,4 @@
-"""Determinism and end-to-end accuracy (DESIGN §2 "Noise", §5).
+"""Determinism and end-to-end accuracy (P5, P15).
 
 * Same seed and input ⇒ identical releases, every field, for each semicoreset
   (what lets a retried Beam bundle and the local engine agree).

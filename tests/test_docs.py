@@ -1,4 +1,4 @@
-"""The docs match the code (issue 9): every job option the README and the guide name exists, the README
+"""The docs match the code: every job option the README and the guide name exists, the README
 links the guide, and every warning the guide lists is one the job can print."""
 from __future__ import annotations
 

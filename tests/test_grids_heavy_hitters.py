@@ -1,4 +1,4 @@
-"""Tests of dpstream.grids.ShiftedGrids and dpstream.heavy_hitters (Alg. 2/3; notes §10.3; review finding 11)."""
+"""Tests of dpstream.grids.ShiftedGrids and dpstream.heavy_hitters (Alg. 2/3; notes §10.3; P10)."""
 from __future__ import annotations
 
 import itertools
@@ -37,7 +37,7 @@ def boundary_points(d, radius):
 # --------------------------------------------------------------------------- cell ids and bit widths
 @pytest.mark.parametrize("dim,radius", [(1, 1.0), (2, 1.0), (3, 3.7), (5, 1000.0), (2, 1e-3)])
 def test_cell_ids_fit_their_bit_width_everywhere_in_the_ball(seed, dim, radius):
-    """Finding 11: ids are in [0, 2^{b_ℓ}) for every point of the closed ball, at every level,
+    """P10: ids are in [0, 2^{b_ℓ}) for every point of the closed ball, at every level,
     for random shifts and for the extreme shifts 0 and just below 2Λ."""
     cfg, grids = make_grids(seed, dim=dim, radius=radius)
     rng = np.random.default_rng(11)
@@ -58,7 +58,7 @@ def test_cell_ids_fit_their_bit_width_everywhere_in_the_ball(seed, dim, radius):
 
 
 def test_level_zero_needs_two_bits(seed):
-    """Finding 11: at level 0 a coordinate's id takes 3 values for every d, so b_0 = 2 (not ℓ+1 = 1)."""
+    """P10: at level 0 a coordinate's id takes 3 values for every d, so b_0 = 2 (not ℓ+1 = 1)."""
     for d in (1, 2, 7):
         cfg, grids = make_grids(seed, dim=d, radius=2.5)
         assert cfg.cell_values(0) == 3 and cfg.cell_bits(0) == 2

@@ -1,5 +1,4 @@
-"""What may leave through the release channel (DESIGN §2 "Release channel vs. operator telemetry";
-privacy review findings 6, 16, 17).
+"""What may leave through the release channel, and what stays operator telemetry (P11, P14, P18).
 
 * A unique canary point inserted at several positions of a stream never appears
   verbatim (nor within 1e-9) in any released coreset point or center.

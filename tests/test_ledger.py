@@ -1,9 +1,9 @@
-"""The privacy ledger, recomputed independently (privacy review test 7; findings 5, 9, 11, 13).
+"""The privacy ledger, recomputed independently (P1, P9, P10, P12).
 
 For a grid of configurations the API accepts, the test derives every per-record
 sensitivity from the configuration itself (L_T = ⌊log2 T⌋+1 = T.bit_length(),
-B_ℓ = d·b_ℓ with b_ℓ from finding 11, tree depth D+1 counts, the replace-one
-factors of finding 5, the stream counter's L_T p-sums — the same under both
+B_ℓ = d·b_ℓ with b_ℓ from P10, tree depth D+1 counts, the replace-one
+factors of P1, the stream counter's L_T p-sums — the same under both
 relations: replacing a record keeps its tick, replacing it by ⊥ removes one),
 takes the noise scales the mechanisms are built with (``plan.bic_scale``,
 ``a_count_scale``, ``a_sum_scale``, ``svt_scale``, ``count_scale``; a test checks
@@ -227,7 +227,7 @@ def test_ledger_within_budget(over):
 @pytest.mark.parametrize("over", [c for c in GRID if c.get("delta", 1e-6) > 0][:6] + [GRID[-1]],
                          ids=lambda c: _id(c))
 def test_reported_total_never_exceeds_target(over):
-    """DESIGN §2: 'The ledger's total never exceeds the user's (ε, δ)'.  The number the
+    """P12: the ledger's total never exceeds the user's (ε, δ).  The number the
     plan *reports* (``total_epsilon``, shown in every release) must not exceed ε either."""
     cfg = _cfg(**over)
     plan = PrivacyPlan.build(cfg)
@@ -261,7 +261,7 @@ def test_mechanisms_use_the_plan_scales():
 def test_accountant_relation_is_add_or_remove():
     assert privacy_mod.ACCOUNTANT_RELATION == ADD_REMOVE
     assert PrivacyPlan.build(_cfg()).to_dict()["accountant_relation"] == "ADD_OR_REMOVE_ONE"
-    # a REPLACE_ONE accountant doubles a Gaussian event itself (finding 5): a switch changes the number
+    # a REPLACE_ONE accountant doubles a Gaussian event itself (P1): a switch changes the number
     z = 5.0
     eps = {}
     for rel in (ADD_REMOVE, dp_accounting.NeighboringRelation.REPLACE_ONE):
@@ -300,17 +300,17 @@ def test_table_renders_every_line():
 # -- broken plans: the check must catch each ---------------------------------------------
 
 def _plan_as_add_remove(cfg):
-    """Replace-one run calibrated with add/remove sensitivities (finding 5's missing ×2)."""
+    """Replace-one run calibrated with add/remove sensitivities (P1's missing ×2)."""
     return PrivacyPlan.build(cfg.with_(neighbouring="add_remove"))
 
 
 def _plan_ignoring_reps(cfg):
-    """Budget split over Q·(L+1) instances instead of Q·(L+1)·R (finding 9)."""
+    """Budget split over Q·(L+1) instances instead of Q·(L+1)·R (P9)."""
     return PrivacyPlan.build(cfg.with_(n_reps=1))
 
 
 def _plan_short_horizon(cfg):
-    """L_T of a shorter horizon (finding 3: a counter run past the horizon it was calibrated for)."""
+    """L_T of a shorter horizon (P3: a counter run past the horizon it was calibrated for)."""
     return PrivacyPlan.build(cfg.with_(horizon_ticks=cfg.horizon_ticks // 2))
 
 
@@ -329,7 +329,7 @@ def _plan_with_count_half_noise(cfg):
 
 
 def _plan_level0_one_bit(cfg, monkeypatch):
-    """b_ℓ = ℓ+1 (the notes' formula, finding 11): level 0 calibrated for 1 bit per coordinate."""
+    """b_ℓ = ℓ+1 (the notes' formula, P10): level 0 calibrated for 1 bit per coordinate."""
     orig = _EC.cell_bits
     monkeypatch.setattr(_EC, "cell_bits", lambda self, lv: lv + 1 if lv == 0 else orig(self, lv))
     p = PrivacyPlan.build(cfg)

@@ -1,4 +1,4 @@
-"""Tests of dpstream.noise: keyed, counter-based noise (privacy review findings 6 and 7).
+"""Tests of dpstream.noise: keyed, counter-based noise (P11, P15, P16).
 
 Statistical thresholds: every check is calibrated at a false-failure
 probability ≤ 1e-5 (z = 4.5 two-sided for a normal statistic, or p < 1e-5 for a

@@ -1,4 +1,4 @@
-"""Noise-key audit (privacy review test 2; findings 1, 2, 7d, 10).
+"""Noise-key audit (P15; also P3, P6, P8).
 
 Under one seed, a stream D and D ∪ {x} must consume the *identical multiset* of
 noise keys (``engine.noise.keys``: (key, size) → draws) and produce releases of
@@ -191,7 +191,7 @@ def test_audit_catches_broken_engines(monkeypatch, name):
         audit(cfg, _stream(), PLACEMENTS[where])
 
 
-# -- finding 7d: every draw has its own key -----------------------------------------------
+# -- P15: every draw has its own key -----------------------------------------------
 
 def key_reuse(noise_keys: Counter):
     """Keys drawn more than once.  Binary-mechanism node noise is *regenerated* (same key,
@@ -215,7 +215,7 @@ def test_every_draw_has_its_own_key():
 
 
 def test_key_reuse_check_catches_threshold_reuse(monkeypatch):
-    """An SVT that redraws its threshold at a restart under the *initial* key (finding 7d)."""
+    """An SVT that redraws its threshold at a restart under the *initial* key (P15)."""
     def step(self, tick, arrivals):
         self.count = self.count + np.asarray(arrivals, dtype=np.int64)
         nu = self.noise.laplace(self.key + ("query", tick), self.n, self.scale)

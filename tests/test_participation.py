@@ -1,4 +1,4 @@
-"""Participation counts with a tracer record (privacy review test 1, finding 9; DESIGN §2).
+"""Participation counts with a tracer record (P9).
 
 One extra record x is added to one tick; two engines run under the same seed,
 with and without it.  What x may touch, per the plan:
@@ -133,7 +133,7 @@ def tracer_blocks(obs):
 # -- independent expectations ------------------------------------------------------------
 
 def expected_bits_per_coord(cfg, level):
-    """b_ℓ from review finding 11, recomputed here (not read from the config)."""
+    """b_ℓ from P10, recomputed here (not read from the config)."""
     g = 2.0 * cfg.radius / 2.0 ** level
     values = math.floor((cfg.radius + g) / g) - math.floor(-cfg.radius / g) + 1
     return max(1, math.ceil(math.log2(values)))
@@ -159,7 +159,7 @@ def check_bicriteria(obs):
         for q in range(Q):
             for lv in range(L):
                 B = cfg.dim * expected_bits_per_coord(cfg, lv)
-                assert cfg.id_bits(lv) == B, "config's id bits disagree with finding 11's formula"
+                assert cfg.id_bits(lv) == B, "config's id bits disagree with P10's formula"
                 width = 1 + B
                 for r in range(R):
                     block = diff[off:off + w * width].reshape(w, width)
@@ -272,7 +272,7 @@ def test_tracer_participation(monkeypatch, over, tracer):
 
 
 def test_tracer_bic_and_mr_see_the_same_clipped_point(monkeypatch):
-    """Review finding 18: the bicriteria and merge-reduce use the same clipped point."""
+    """P10: the bicriteria and merge-reduce use the same clipped point."""
     _install_spies(monkeypatch)
     cfg = _cfg(block_size=10_000)  # no fire before the horizon flush
     obs = observe(cfg, (300.0, 400.0))
@@ -329,7 +329,7 @@ def _broken_a_twice(monkeypatch):
 
 
 def _broken_plan_design_count(monkeypatch):
-    """The plan divides ε_bic by Q·(L+1) (DESIGN §2's count), ignoring R (finding 9)."""
+    """The plan divides ε_bic by Q·(L+1), ignoring R (P9)."""
     orig = privacy_mod.PrivacyPlan.build.__func__
 
     def build(cls, cfg, test_seed=False):

@@ -1,4 +1,4 @@
-"""privacy_plan.md (``plan_table``): a reader sees why the per-line ε do not add up to the total (issue 9)."""
+"""privacy_plan.md (``plan_table``): a reader sees why the per-line ε do not add up to the total."""
 from __future__ import annotations
 
 import re

@@ -1,4 +1,4 @@
-"""Reading releases back (issue 9): Release.from_dict, read_releases, and a model from a saved release."""
+"""Reading releases back: Release.from_dict, read_releases, and a model from a saved release."""
 from __future__ import annotations
 
 import json

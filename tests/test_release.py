@@ -1,4 +1,4 @@
-"""The release's clustering (post-processing; issue 8 item 3) and its counts.
+"""The release's clustering (post-processing of the coreset) and its counts.
 
 * Never worse, in coreset cost, than a fresh k-means++ with n_init ≥ 3 on the same coreset: the
   release is itself a fresh fit (no warm start from an earlier release), checked against the median

@@ -1,16 +1,17 @@
-"""The privacy review's engine findings, one test (or a few) each, each shown to fail without its fix.
+"""The engine's privacy invariants (docs/privacy.md), one test (or a few) each, each with a broken
+variant it catches. (The tests' ``f<N>`` prefixes are historical labels; the sections name the invariant.)
 
-F1  A is total over all parts (empty ones included): same draws, same candidates.
-F2/F3  public horizon: ticks 1..T release, tick T+1 raises ``HorizonExceeded``.
-F4b fit() is a position clock: replace-one by default, reported in the plan.
-F5  replace-one sensitivities: SVT ×2, Gaussian counters σ ×√2, A sums 2 vs 1.
-F6  integer noise on every released count.
-F7  the seed: OS entropy by default, warnings for int seeds, a public hash, never the seed.
-F8  raw points stay raw until A (a block holds exactly the statistics A reads); no memory guard
+P6  A is total over all parts (empty ones included): same draws, same candidates.
+P3  public horizon: ticks 1..T release, tick T+1 raises ``HorizonExceeded``.
+P1  fit() is a position clock: replace-one by default, reported in the plan.
+P1  replace-one sensitivities: SVT ×2, Gaussian counters σ ×√2, A sums 2 vs 1.
+P11 integer noise on every released count.
+P16 the seed: OS entropy by default, warnings for int seeds, nothing seed-derived released, never the seed.
+P7  raw points stay raw until A (a block holds exactly the statistics A reads); no memory guard
     triggers a release.
-F10 ring assignment uses the epoch's adopted (released) centers, not the latest F.
-F11 cell ids fit the calibrated bit width, also on the ball's boundary.
-F14 empty parts add no phantom mass.
+P8  ring assignment uses the epoch's adopted (released) centers, not the latest F.
+P10 cell ids fit the calibrated bit width, also on the ball's boundary.
+P14 empty parts add no phantom mass.
 """
 from __future__ import annotations
 
@@ -56,7 +57,7 @@ def _stream(n_ticks=16, per_tick=120, seed=2):
 _a_skips_empty_parts = broken_variants.a_skips_empty_parts
 
 
-# =========================== F1: A is a total function ===================================
+# =========================== P6: A is a total function ===================================
 
 _PLANS = {}
 
@@ -168,7 +169,7 @@ def test_f1_check_catches_a_skipping_empty_parts(monkeypatch):
             check_a_total(semicoreset)
 
 
-# =========================== F2/F3: public horizon ======================================
+# =========================== P3: public horizon =========================================
 
 def check_horizon(make_engine, T):
     e = make_engine()
@@ -236,7 +237,7 @@ def test_f2_one_release_per_call_with_public_ticks():
         m.partial_fit(rng.normal(size=(3, 2)))
 
 
-# =========================== F4b: fit is a position clock ===============================
+# =========================== P1: fit is a position clock ================================
 
 def test_f4b_fit_defaults_to_replace_one():
     X = np.random.default_rng(0).normal(size=(1000, 2))
@@ -254,7 +255,7 @@ def test_f4b_fit_defaults_to_replace_one():
 def test_f4b_fit_refuses_add_remove():
     """fit() makes ticks by counting rows (a position clock) and takes T from len(X): under
     add/remove one added row shifts every later row into another tick and can add a tick,
-    so the guarantee the plan states for 'add_remove' does not hold (review findings 2, 4b).
+    so the guarantee the plan states for 'add_remove' does not hold (P3, P1).
     fit must refuse it (partial_fit with event-time ticks is the add/remove path)."""
     X = np.random.default_rng(0).normal(size=(1000, 2))
     m = DPStreamClusterer(2, epsilon=1.0, radius=5.0, random_state=0, tick_size=250, grid_levels=3,
@@ -263,7 +264,7 @@ def test_f4b_fit_refuses_add_remove():
         m.fit(X)
 
 
-# =========================== F5: replace-one factors ====================================
+# =========================== P1: replace-one factors ====================================
 
 def check_replace_factors(build):
     for delta, kind in ((1e-6, "gaussian"), (0.0, "pure")):
@@ -294,7 +295,7 @@ def test_f5_check_catches_a_plan_without_replace_factors(monkeypatch):
         check_replace_factors(PrivacyPlan.build)
 
 
-# =========================== F6: integer noise ==========================================
+# =========================== P11: integer noise ==========================================
 
 def check_integer_counts(semicoreset):
     cfg = _cfg(semicoreset=semicoreset)
@@ -339,7 +340,7 @@ def test_f6_check_catches_float_noise(monkeypatch):
             check_integer_counts(semicoreset)
 
 
-# =========================== F7: the seed ===============================================
+# =========================== P16: the seed ===============================================
 
 def _fit(random_state, X):
     return DPStreamClusterer(2, epsilon=1.0, radius=6.0, random_state=random_state, tick_size=300,
@@ -411,7 +412,7 @@ def test_f7_check_catches_a_seed_in_the_plan(monkeypatch):
         check_seed_not_released(m, seed)
 
 
-# =========================== F8: raw buffer, no memory guard =============================
+# =========================== P7: raw buffer, no memory guard =============================
 
 def _rows(a):
     a = np.asarray(a, dtype=float).reshape(-1, 2)
@@ -539,7 +540,7 @@ def test_f8_checks_catch_a_memory_guard(monkeypatch):
         check_burst(_cfg(block_size=10_000_000, bicriteria=False, ring_centers="bicriteria", horizon_ticks=8))
 
 
-# =========================== F10: rings from the adopted centers =========================
+# =========================== P8: rings from the adopted centers ==========================
 
 def _rings(x, centers, cfg):
     d = np.sqrt(((x[:, None, :] - centers[None, :, :]) ** 2).sum(axis=2)).min(axis=1)
@@ -631,7 +632,7 @@ def test_f10_check_catches_assignment_from_latest_f(monkeypatch):
         check_rings_from_adopted_centers(e, _stream(n_ticks=32))
 
 
-# =========================== F11: cell ids fit their bits ================================
+# =========================== P10: cell ids fit their bits ================================
 
 def boundary_points(center, radius, n=720):
     ang = np.linspace(0, 2 * np.pi, n, endpoint=False)
@@ -681,7 +682,7 @@ def test_f11_check_catches_the_notes_bit_width(monkeypatch):
         check_cell_ids(_cfg(grid_levels=4, horizon_ticks=4), through_engine=True)
 
 
-# =========================== F14: no phantom mass ========================================
+# =========================== P14: no phantom mass ========================================
 
 def check_no_phantom_mass(semicoreset, T=48, **kw):
     cfg = _cfg(semicoreset=semicoreset, horizon_ticks=T, block_size=100, **kw)

@@ -1,11 +1,11 @@
-"""Runs of T ticks under parallel composition (dpstream/runs.py; issue 11).
+"""Runs of T ticks under parallel composition (dpstream/runs.py; P17).
 
 * The stream rolls over from run to run: ≥ 5 runs, every release carries its run, its tick within
   the run and the global tick; a closed run's state is dropped, so the state stays flat; after the
   last allowed run the next tick is refused.
 * A record of run r reaches only run r's mechanisms: the tracer record's exact counts differ in run r
   only, run < r releases are identical, and under one seed the noise keys consumed with and without
-  it are the same multiset (the audit of review test 2, across runs); the runs' keys never overlap;
+  it are the same multiset (the noise-key audit of P15, across runs); the runs' keys never overlap;
   and later runs see run r only through its releases: the stream without the record, given the
   releases of the stream with it, releases the same afterwards (a window built from a closed run's
   raw points is caught).

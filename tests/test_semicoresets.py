@@ -1,4 +1,4 @@
-"""Tests of dpstream.semicoresets (black box A; notes §12, Theorem 7; review findings 1, 6, 14, 18).
+"""Tests of dpstream.semicoresets (black box A; notes §12, Theorem 7; P6, P11, P14, P10).
 
 Each implementation is built the way the engine builds it: ``EngineConfig`` →
 ``PrivacyPlan.build(cfg)`` → ``make_semicoreset(cfg, plan, NoiseSource(seed))``.
@@ -124,7 +124,7 @@ def n_count_draws(src):
 
 
 def assert_valid_output(out, centers, radii):
-    """Integer weights > 0 (finding 6), every point inside its part's ball."""
+    """Integer weights > 0 (P11), every point inside its part's ball."""
     assert out.points.shape == (len(out), D) and out.weights.shape == (len(out),) and out.part.shape == (len(out),)
     if len(out):
         assert np.issubdtype(out.weights.dtype, np.integer), out.weights.dtype
@@ -276,7 +276,7 @@ def test_snap_released_count_noise_has_the_plan_distribution(seed, chi2_gof, reg
 @pytest.mark.parametrize("mechanism_regime", [GAUSS, DLAP], ids=["gaussian", "discrete_laplace"])
 @pytest.mark.parametrize("n_draws", [1, 12, 600])
 def test_count_tail_bounds_the_phantom_rate(seed, mechanism_regime, n_draws):
-    """Finding 14: weights below τ_w are zeroed so that empty parts add no phantom mass.  With the
+    """P14: weights below τ_w are zeroed so that empty parts add no phantom mass.  With the
     exact pmf: n·P(e ≥ τ(n)) ≤ β, i.e. among n empty parts the expected number of phantoms is ≤ β."""
     for kind in KINDS:
         A, _ = make_A(kind, *mechanism_regime, seed)
@@ -285,7 +285,7 @@ def test_count_tail_bounds_the_phantom_rate(seed, mechanism_regime, n_draws):
         assert n_draws * pmf[k >= tau].sum() <= A.cfg.weight_beta
 
 
-# --------------------------------------------------------------------------- total function (finding 1)
+# --------------------------------------------------------------------------- total function (P6)
 @pytest.mark.parametrize("regime", [GAUSS, DLAP, EXACT], ids=["gaussian", "discrete_laplace", "exact"])
 @pytest.mark.parametrize("kind", KINDS)
 def test_empty_block_and_empty_parts(seed, kind, regime):
@@ -322,7 +322,7 @@ def test_data_in_one_of_many_parts(seed, kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_all_parts_are_processed_whatever_their_content(seed, kind):
-    """Finding 1 at the unit level: two blocks with the same number of parts but data in different
+    """P6 at the unit level: two blocks with the same number of parts but data in different
     parts (and one with a single extra point in an otherwise empty part) consume, under the same
     seed, the same root-level count keys with the same sizes; for lloyd and snap, whose shapes are
     fully public, the whole multiset of keys is identical."""
@@ -348,7 +348,7 @@ def test_all_parts_are_processed_whatever_their_content(seed, kind):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_empty_parts_receive_noise_like_filled_parts(seed, kind):
-    """Finding 1, on values: the noise added to a part's count must not depend on whether the part
+    """P6, on values: the noise added to a part's count must not depend on whether the part
     is empty.  Script the noise of the released count round to a constant K above every threshold
     (everything else 0): then every part — empty ones included — must release its count + K
     (snap: one point per part; lloyd: one per (part, center); tree: the root of an empty part is
@@ -387,7 +387,7 @@ def test_empty_parts_receive_noise_like_filled_parts(seed, kind):
 
 
 def test_points_outside_their_ball_are_clipped_into_it(seed):
-    """Finding 18: points at (or by rounding just beyond) the ring radius, or given unclipped, are
+    """P10: points at (or by rounding just beyond) the ring radius, or given unclipped, are
     normalised into the unit ball, so outputs stay inside the part's ball."""
     c, r = np.array([1.0, 1.0]), 0.3
     rng = np.random.default_rng(28)

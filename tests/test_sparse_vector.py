@@ -1,4 +1,4 @@
-"""Tests of dpstream.sparse_vector.LevelZeroAboveThreshold (Alg. 5; notes §7; review findings 7d, 12).
+"""Tests of dpstream.sparse_vector.LevelZeroAboveThreshold (Alg. 5; notes §7; P15, P13).
 
 The implementation uses Lap(b) for both the threshold noise ρ (redrawn at every
 restart) and the per-tick query noise ν, and fires at tick t iff c_t + ν_t ≥ M + ρ.
@@ -77,7 +77,7 @@ def test_first_stopping_time_matches_exact_integration(seed, chi2_gof, b):
     """Three arrival patterns interleaved in ONE vectorised object (instance i gets pattern i % 3),
     n = 30000, M = 5, horizon 30: each group's empirical first-⊤ distribution must match the exact
     integral (Pearson chi-square, p > 1e-5).  The "no_arrivals" group checks that every instance is
-    tested at every tick, including ticks where it receives nothing (review finding 12)."""
+    tested at every tick, including ticks where it receives nothing (P13)."""
     n, H, M = 30_000, 30, 5.0
     names = list(PATTERNS)
     pat = np.stack([PATTERNS[nm](H) for nm in names])  # (3, H)
@@ -122,7 +122,7 @@ def test_restart_draws_a_fresh_threshold(seed):
         restarts += f
         seen.append(after.copy())
     assert restarts.min() >= 5
-    # all thresholds an instance ever held are distinct (no reuse across restarts, finding 7d)
+    # all thresholds an instance ever held are distinct (no reuse across restarts, P15)
     allthr = np.stack(seen)  # (101, n)
     for i in range(0, n, 97):
         assert np.unique(allthr[:, i]).size == restarts[i] + 1
@@ -131,7 +131,7 @@ def test_restart_draws_a_fresh_threshold(seed):
 def test_successive_blocks_are_independent_renewals(seed, chi2_gof):
     """With one arrival per tick, the count restarts from 0 after ⊤, so with a fresh ρ the second
     gap τ₂ − τ₁ has the same law as τ₁ and is independent of it.  Reusing ρ across restarts
-    correlates them (the privacy loss doubles, finding 7d).
+    correlates them (the privacy loss doubles, P15).
     Checks: gap law vs exact integration; chi-square independence of (τ₁, gap) binned; and the
     rank correlation of (τ₁, gap) within Z/√n of 0."""
     n, H, M, b = 30_000, 80, 5.0, 1.0

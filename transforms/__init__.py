@@ -1,4 +1,4 @@
-"""Apache Beam transforms of dpstream (DESIGN.md §4).
+"""Apache Beam transforms of dpstream (the tick contract: docs/beam-graph.md).
 
 * :class:`~transforms.parse.ParsePoints` — raw records (JSON, CSV, numpy) to
   validated float64 points, with a ``dead_letter`` output for everything else;

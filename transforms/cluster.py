@@ -31,7 +31,7 @@ Stages and keys (r = run, s = point shard, e = epoch index, i = ring):
   would drop the BundleBasedDirectRunner's late releases): each released coreset → k centers and
   window centers (a fresh k-means++ fit: parallel across ticks) → ``Release.to_dict()``.
 
-The tick contract (DESIGN §4): every stage after ``ShardTicks`` gates on *data*, never on the
+The tick contract (docs/beam-graph.md): every stage after ``ShardTicks`` gates on *data*, never on the
 watermark: it processes tick t of a key once every upstream record it needs for t is in its state
 (stored by tick, never "the latest"), and every upstream stage emits a record for every tick, empty
 ticks included. State values are read, rebuilt and written once per element; a key's state is

@@ -1,4 +1,4 @@
-"""``DedupByMessageId``: Pub/Sub redeliveries counted once (privacy review finding 4d).
+"""``DedupByMessageId``: Pub/Sub redeliveries counted once (P4).
 
 Split from :mod:`transforms.ticks` (the clock and the tick batches): a record's message id and publish
 time decide whether it was seen before; :func:`redelivery_window` derives, from public parameters
@@ -213,7 +213,7 @@ def _id_bucket(n_buckets: int):
 
 
 class DedupByMessageId(beam.PTransform):
-    """Drops Pub/Sub redeliveries: keeps one record per (``message_id``, ``ts``) (finding 4d);
+    """Drops Pub/Sub redeliveries: keeps one record per (``message_id``, ``ts``) (P4);
     the carrier's ts is the publish time, which a redelivery keeps.
 
     ``DedupByMessageId(mode="auto"|"batch"|"stateful", ttl_seconds=None, label_prefix="",

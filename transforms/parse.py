@@ -62,7 +62,7 @@ Every item is either a point or a dead letter, never both and never neither, and
 parsing never raises: the counters ``read = valid + dead_letter`` hold exactly
 (``Metrics.counter("dpstream", prefix + name)`` for ``read``, ``valid``,
 ``dead_letter`` and ``dead_letter_<reason>``). These are operator metrics: exact
-counts, never part of a release (DESIGN §2).
+counts, never part of a release (P18).
 
 Checks are made in this order; the first failing one names the reason:
 record fields (``bad_slot``, ``bad_ts``), type (``unsupported_type``,
@@ -152,7 +152,7 @@ def records_from_lines(lines: Iterable[Any], start_slot: int = 0, ts: Optional[f
     """Records of a bounded text input: line ``i`` gets slot ``start_slot + i``.
 
     The slot is the raw line index, assigned before anything is parsed, so a
-    malformed line still owns its slot (privacy review, finding 4a)."""
+    malformed line still owns its slot (P2)."""
     return [Record(line, start_slot + i, ts) for i, line in enumerate(lines)]
 
 

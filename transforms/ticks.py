@@ -1,4 +1,4 @@
-"""``BatchIntoTicks``: the stream's clock (DESIGN §3.1, privacy review finding 4); ``DedupByMessageId``,
+"""``BatchIntoTicks``: the stream's clock (P2, P4); ``DedupByMessageId``,
 which runs before it on a stream, is in :mod:`transforms.dedup`.
 
 The tick of a record is a function of **that record alone**:
@@ -17,10 +17,10 @@ The tick of a record is a function of **that record alone**:
 Never a count of arrived records: inserting or dead-lettering one record does not
 move any other record to another tick (tested).
 
-Public horizon (finding 2): ticks outside ``[1, horizon_ticks]`` are dropped record by
+Public horizon (P3): ticks outside ``[1, horizon_ticks]`` are dropped record by
 record and counted (``outside_horizon``), never merged into a neighbouring tick.
 
-Late data (finding 4c): with ``allowed_lateness_seconds`` set (event-time clock only),
+Late data (P4): with ``allowed_lateness_seconds`` set (event-time clock only),
 a record of tick k is admitted iff its **own publish time** (``ParsedPoint.publish_time``:
 for Pub/Sub the message's ``publish_time``, set by the server) is at most the tick's
 public deadline ``tick_end(k) + allowed_lateness_seconds``, with ``tick_end(k) =
@@ -357,7 +357,7 @@ class _AssignTicksFn(beam.DoFn):
             self._c_outside.inc(n_out)
         if self.allowed_lateness_seconds is not None:
             # admission by the record's own publish time against its tick's public deadline: a
-            # function of the record alone (finding 4c), whatever the bundle holds or when it flushes
+            # function of the record alone (P4), whatever the bundle holds or when it flushes
             pub = np.concatenate([np.array(self._pub, dtype=np.float64)] + [c[5] for c in self._chunks])
             deadline = clock.deadline(ticks, self.allowed_lateness_seconds)
             late = keep & ~(pub <= deadline)

@@ -1,4 +1,4 @@
-"""dpbench: the dpstream benchmark (issue 8 item 6, DESIGN §5) as a small package.
+"""dpbench: the dpstream benchmark (peers on the same data, in the same order, in one script) as a small package.
 
 A data set, a peer or a metric is one short file:
 

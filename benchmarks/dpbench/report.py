@@ -47,7 +47,7 @@ def header(info: dict, meta: Dict[str, dict]) -> List[str]:
 
 def target_section(summary, meta, info) -> List[str]:
     rows = targets.evaluate(summary, meta)
-    L = [f"## Targets (issue 8; ε = 1, δ = 1e-6, final release, median of seeds): {targets.tally(rows)}\n"]
+    L = [f"## Targets (ε = 1, δ = 1e-6, final release, median of seeds): {targets.tally(rows)}\n"]
     L += table(["target", "measured", "threshold", "result", "gap"],
                [[r["target"], r["measured"], r["threshold"], f"**{r['result']}**" if r["result"] == "MISS"
                  else r["result"], r["gap"]] for r in rows])

@@ -1,4 +1,4 @@
-"""A small statistical privacy-audit harness (tests only; privacy review test 6).
+"""A small statistical privacy-audit harness (tests only: an empirical lower bound on ε).
 
 An audit runs a mechanism many times on two neighbouring inputs D (without the
 record x) and D' (with x), reduces every run to a discrete *category* (a

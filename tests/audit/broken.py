@@ -45,7 +45,7 @@ def counter_levels_off_by_one(monkeypatch):
 
 
 def svt_tested_only_on_arrivals(monkeypatch):
-    """An instance is tested only at ticks where its ring received points (review finding 12): its ⊤
+    """An instance is tested only at ticks where its ring received points (P13): its ⊤
     at an otherwise empty tick then reveals the record."""
     orig = svt_mod.LevelZeroAboveThreshold.step
 
@@ -124,7 +124,7 @@ def snap_releases_exact_count(monkeypatch):
 
 def plan_ignores_replace_one(monkeypatch):
     """The plan calibrates for add/remove although the run's relation is replace-one (the factor 2 of
-    review finding 5 lost): every parallel-composed Laplace part gets half its scale."""
+    P1 lost): every parallel-composed Laplace part gets half its scale."""
     orig = PrivacyPlan.build.__func__
 
     def build(cls, cfg, test_seed=False):

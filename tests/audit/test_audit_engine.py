@@ -1,4 +1,4 @@
-"""End-to-end statistical privacy audit of the engine (dpstream.engine.Engine; privacy review test 6).
+"""End-to-end statistical privacy audit of the engine (dpstream.engine.Engine).
 
 A tiny public configuration, pure ε = 2 under add/remove, T = 2 ticks: d = 1, k = 1, one grid level,
 one tree, two buckets, three rings, the snap semicoreset, a block size the sparse vector reaches

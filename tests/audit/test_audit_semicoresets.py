@@ -29,7 +29,7 @@ The record is placed where the release is most sensitive to it:
 Events are chosen on a calibration run (ratio order over the per-trial summaries).  Broken variants
 that must fail: every A scale halved (tree, lloyd, snap); the exact count released as the weight
 (snap); the plan calibrated for add/remove under replace-one.  Last, the placement "x alone in an
-otherwise empty part" (privacy review test 6), which catches an A that skips empty parts.
+otherwise empty part", which catches an A that skips empty parts.
 """
 from __future__ import annotations
 
@@ -218,7 +218,7 @@ def test_semicoreset_audit_catches(kind, variant, patch, scale_n, monkeypatch):
 
 
 # --------------------------------------------------------------------------- x alone in an otherwise empty part
-# Privacy review test 6's placement "an otherwise empty center part": one call of A per trial with two
+# The placement "an otherwise empty center part" (P6): one call of A per trial with two
 # parts, part 0 holding D's points and part 1 empty on D; D' puts x alone in part 1.  The event is
 # fixed: "part 1 is released".  On the correct A the empty part is noised like any other and its
 # weight is zeroed below τ_w, so the release of part 1 has ratio e^{ε_A} (a noise tail on both

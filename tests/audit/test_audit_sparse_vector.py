@@ -11,10 +11,10 @@ Configured ε: the plan's ε_svt (ledger line "sparse vector"), with the plan's 
 b = 2Δ/ε_svt (Lyu–Su–Li's monotone variant) for both the threshold and the query noise.
 
 Calibration slack, measured here: for these step-shift queries the true loss is ≤ max(1/b_thr,
-1/b_q) = ε_svt/2 (privacy review finding 12), so the audit of the correct mechanism stays near
+1/b_q) = ε_svt/2 (P13), so the audit of the correct mechanism stays near
 ε_svt/2, and a *halved* scale is still ε_svt-DP (its audit stays ≤ ε_svt; checked below, as a
 documentation of the slack, not a failure).  Broken variants that must fail: the scale quartered,
-and an instance tested only at ticks where it received points (review finding 12's inspection leak).
+and an instance tested only at ticks where it received points (P13's inspection leak).
 """
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def test_sparse_vector_within_plan():
 
 
 def test_sparse_vector_half_scale_is_still_within_eps(monkeypatch):
-    """Documents the 2× slack of the Lap(2Δ/ε) calibration (review finding 12): not a failure."""
+    """Documents the 2× slack of the Lap(2Δ/ε) calibration (P13): not a failure."""
     broken.plan_scales_halved(monkeypatch, "svt")
     res = audit("half_scale")
     assert res.passed, res

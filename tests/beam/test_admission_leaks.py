@@ -1,4 +1,4 @@
-"""Issue 11, leaks 1 and 2 (privacy review findings 4c, 4d).
+"""Two admission leaks, fixed (P4).
 
 Leak 1 — a redelivery counted twice: the job remembered Pub/Sub message ids for a fixed 600 s
 whatever the tick length, and accepted a payload ``ts`` in the future, so a redelivery 700 s later

@@ -1,4 +1,4 @@
-"""The job as a new user meets it (issue 9): the end-of-run summary and its warnings, one-line errors,
+"""The job as a new user meets it: the end-of-run summary and its warnings, one-line errors,
 the clock options, formats, CSV headers, the report, progress lines, and Beam's own warnings.
 
 Every test runs the real job (``pipelines.dp_stream_cluster.main`` or ``run``) on a small file in a tmp dir."""

@@ -1,4 +1,4 @@
-"""Leaks that are not noise, through the Beam job (issue 4): a canary record never leaves verbatim —
+"""Leaks that are not noise, through the Beam job (P18): a canary record never leaves verbatim —
 not in a release, not in the dead letter of a valid record — and neighbouring streams get the same
 number, ticks and timestamps of releases."""
 from __future__ import annotations

@@ -337,7 +337,7 @@ def test_seed_is_never_an_option_value_and_a_short_seed_file_is_refused(tmp_path
     assert "head -c 32 /dev/urandom" in capsys.readouterr().err
 
 
-# --------------------------------------------------------------------------- review findings in the pipeline
+# --------------------------------------------------------------------------- the invariants in the pipeline
 
 def _records_by_tick(recs):
     by = {}
@@ -357,7 +357,7 @@ def _stream_releases(job, seed_file, stream, out):
 
 
 def test_records_outside_the_public_horizon_add_no_release_and_change_nothing(tmp_path, seed_file):
-    """Finding 2: a record with a far-future (or past) timestamp neither adds releases nor enters a tick."""
+    """P3: a record with a far-future (or past) timestamp neither adds releases nor enters a tick."""
     rng = np.random.default_rng(5)
     recs = _event_records(rng, 4, 10.0, skip=set())
     outside = [(json.dumps({"x": [1.0, 1.0], "ts": T0 + 500.0}), T0 + 500.0),
@@ -368,7 +368,7 @@ def test_records_outside_the_public_horizon_add_no_release_and_change_nothing(tm
 
 
 def test_a_record_arriving_after_its_tick_closed_is_dropped_never_merged_into_a_later_tick(tmp_path, seed_file):
-    """Findings 4c and 7c: tick 1 is frozen when it closes; its straggler does not move into tick 2."""
+    """P4, P5: tick 1 is frozen when it closes; its straggler does not move into tick 2."""
     rng = np.random.default_rng(6)
     recs = _event_records(rng, 3, 10.0, skip=set())
     job, _ = job_mod.parse_args(_event_argv(tmp_path / "s", seed_file, [
@@ -391,7 +391,7 @@ def test_a_record_arriving_after_its_tick_closed_is_dropped_never_merged_into_a_
 
 
 def test_pubsub_redeliveries_are_counted_once(tmp_path, seed_file):
-    """Finding 4d: a redelivered message (same message id) contributes once. The runner's clock starts
+    """P4: a redelivered message (same message id) contributes once. The runner's clock starts
     when the messages were published (``runner_clock``): the dedup judges a message's age by it."""
     from tests.beam.runner_clock import runner_clock
     rng = np.random.default_rng(7)
@@ -411,7 +411,7 @@ def test_pubsub_redeliveries_are_counted_once(tmp_path, seed_file):
 
 
 def test_the_seed_is_in_no_job_graph_and_no_log_line(tmp_path, seed_file, caplog):
-    """Finding 7a: workers read the seed from the file; the pickled DoFn and the launcher's logs hold none of it."""
+    """P16: workers read the seed from the file; the pickled DoFn and the launcher's logs hold none of it."""
     import logging
     from transforms.cluster import ClusterTicks
     seed = load_seed(seed_file)
@@ -427,7 +427,7 @@ def test_the_seed_is_in_no_job_graph_and_no_log_line(tmp_path, seed_file, caplog
 
 
 def test_a_seed_used_on_other_data_is_refused(tmp_path, seed_file, capsys):
-    """Finding 7b: the same seed on different data would release the difference exactly."""
+    """P16: the same seed on different data would release the difference exactly."""
     rng = np.random.default_rng(8)
     np.save(tmp_path / "d.npy", _blobs(500, rng))
     argv = [f"--input={tmp_path}/d.npy", f"--output={tmp_path}/o", "--dim=2", "--radius=12", "--k=3",

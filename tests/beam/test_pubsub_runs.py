@@ -1,5 +1,5 @@
 """The streaming job on the local Pub/Sub emulator through three runs of T ticks without a restart
-(issue 11), with ``--runs unbounded``: one release per global tick, in order, each carrying its run, its tick within the run, the
+(P17), with ``--runs unbounded``: one release per global tick, in order, each carrying its run, its tick within the run, the
 global tick and the window's centers, each under the per-record guarantee of its run's plan."""
 from __future__ import annotations
 

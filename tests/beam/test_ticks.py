@@ -328,7 +328,7 @@ def test_event_time_horizon_and_public_deadline(batch):
 
 
 def test_no_record_changes_tick_when_another_is_inserted_or_dead_lettered(batch):
-    """Privacy review finding 4a: the tick is a function of the record alone. Every other record keeps
+    """P2: the tick is a function of the record alone. Every other record keeps
     the tick (and shard) that the clean input gives it; a renumbering or arrival-count clock would not."""
     outs, c = batch
     by = {lab: {tuple(r): key for key, pts in outs[lab] for r in pts.tolist()} for lab in "BD"}

@@ -1,4 +1,4 @@
-"""Several worker processes (issue 10): the job on the built-in stream under
+"""Several worker processes: the job on the built-in stream under
 ``--runner=FnApiRunner --direct_running_mode=multi_processing --direct_num_workers=2`` writes
 ``releases.jsonl`` byte-identical to one worker, with the batch tick timer and with the looping one, and with
 the bicriteria stages split over bucket shards;

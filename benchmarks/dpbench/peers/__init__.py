@@ -1,4 +1,4 @@
-"""Peers: the methods run on the same data, in the same order, in the same script (DESIGN §5).
+"""Peers: the methods run on the same data, in the same order, in the same script.
 
 Each peer is a :class:`Peer` in ``REGISTRY`` (report order). ``run(ds, eps, seed, ckpt_ticks, overrides)``
 returns ``centers`` (final), ``ckpt_centers`` ({tick: centers} for streaming peers), the fit clocks and,
