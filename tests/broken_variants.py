@@ -77,9 +77,10 @@ class _DataDirectedBlock:
     """A tree block whose split directions are the principal axes of its own (normalised) points,
     chosen when the block is released: a 'data-adaptive' split instead of keyed random hyperplanes."""
 
-    def __init__(self, centers, radii, dim, grid, depth):
+    def __init__(self, centers, radii, dim, grid, depth, keyed):
         self.centers, self.radii = np.asarray(centers, dtype=float), np.asarray(radii, dtype=float)
         self.dim, self.grid, self.depth = dim, grid, depth
+        self.V = np.asarray(keyed, dtype=float)  # what it shows until it has seen its points
         self._x, self._part, self.n = [], [], 0
 
     @property
@@ -109,7 +110,8 @@ def tree_directions_from_data(monkeypatch):
     record, then depend on each record."""
 
     def open_block(self, centers, radii, key, directions=None):
-        return _DataDirectedBlock(centers, radii, self.cfg.dim, self.grid, self.cfg.tree_depth)
+        keyed = self.directions(key) if directions is None else directions
+        return _DataDirectedBlock(centers, radii, self.cfg.dim, self.grid, self.cfg.tree_depth, keyed)
 
     monkeypatch.setattr(sc_mod.TreeSemicoreset, "open_block", open_block)
 
