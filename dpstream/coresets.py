@@ -1,4 +1,4 @@
-"""Black box B: a non-DP coreset by sensitivity sampling (notes §13.1).
+"""Black box B: a non-DP coreset by sensitivity sampling.
 
 Feldman–Langberg 2011 / Bachem–Lucic–Krause 2017: weighted k-means++ (D^z
 sampling) gives a rough solution A; each point's sensitivity is bounded by

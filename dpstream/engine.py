@@ -8,7 +8,7 @@
 3. BicriteriaDPCenters advances its counters (⊥ when the tick is empty) and
    releases F_t;
 4. every ring's DP-Merge-Reduce tests its sparse vector and fires A;
-5. on a DP-output-dependent schedule (doubling by default; notes §3(ii)) a grown
+5. on a DP-output-dependent schedule (doubling by default) a grown
    F is adopted: every ring's pending buffer is flushed through A, the epoch's
    coreset is reduced by B and stored, and a new epoch starts with fresh
    instances.  The horizon T flushes too, so the last release holds every point;

@@ -2,7 +2,7 @@
 and the Beam job's stages (``transforms/cluster.py``). Each is a function of public parameters,
 DP outputs and keyed noise only, so the two drivers release the same thing for the same seed.
 
-* :func:`adopt_now` — is tick t an epoch change? (notes §3(ii); P8: a function of
+* :func:`adopt_now` — is tick t an epoch change? (P8: a function of
   public parameters and DP outputs only). The ``"horizon"`` schedule is capped at
   :func:`dpstream.rules.max_epochs` epochs per run, a public number, so a Beam graph can hold
   one copy of the per-epoch stages per epoch index.

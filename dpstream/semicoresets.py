@@ -1,4 +1,4 @@
-"""Black box A: DP semicoresets of a block in known balls (notes §12; Lemma 4, Theorem 7).
+"""Black box A: DP semicoresets of a block in known balls (Lemma 4, Theorem 7).
 
 One call covers a set of *parts*: part p is the ball (c_p, r_p) of one
 (ring, center) pair.  Points are normalised to y = (x − c_p)/r_p and clipped
@@ -184,7 +184,7 @@ class Semicoreset:
 
 
 class SnapSemicoreset(Semicoreset):
-    """A(block) = {(c_p, n_p + noise)} per part: Theorem 7 with C = {c_p} (notes §12(d)); the
+    """A(block) = {(c_p, n_p + noise)} per part: Theorem 7 with C = {c_p} (the paper's baseline); the
     paper's baseline ("assign to the bicriteria centers")."""
 
     name = "snap"
@@ -203,7 +203,7 @@ class SnapSemicoreset(Semicoreset):
 
 
 class TreeSemicoreset(Semicoreset):
-    """Noisy-count / noisy-mean tree coreset (notes §12(a)/(b)).
+    """Noisy-count / noisy-mean tree coreset.
 
     Per part, a binary tree of depth D splits by random hyperplanes through the
     ball's center (D keyed directions, shared by the parts and blocks of a ring: a SimHash LSH,
@@ -300,7 +300,7 @@ class TreeSemicoreset(Semicoreset):
 
 
 class LloydSemicoreset(Semicoreset):
-    """DP-Lloyd per part, converted by Theorem 7 (notes §12(c)).
+    """DP-Lloyd per part, converted by Theorem 7.
 
     k data-independent initial centers (keyed draws in B(0, 0.5)), I iterations
     of noisy counts and noisy quantised sums per (part, center), then one more

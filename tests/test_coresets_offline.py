@@ -1,4 +1,4 @@
-"""Tests of dpstream.coresets (black box B: sensitivity sampling, notes §13.1) and dpstream.offline
+"""Tests of dpstream.coresets (black box B: sensitivity sampling) and dpstream.offline
 (weighted k-means / k-median of a released coreset).
 
 Statistical checks: 4.5 standard errors (≈ 7e-6 two-sided) or p > 1e-5 per check, ≤ 10 checks per test.

@@ -1,4 +1,4 @@
-"""Tests of dpstream.counters.BinaryMechanism (notes §11.1, P3).
+"""Tests of dpstream.counters.BinaryMechanism (P3).
 
 Many independent counters are simulated at once as one BinaryMechanism of size K:
 coordinate i of the vector is counter i, with its own node noise.
@@ -145,7 +145,7 @@ def test_error_within_chan_shi_song_bound_at_every_tick(seed, mechanism, scale):
     γ = ξ/(T·K) per (tick, counter), m_t = popcount(t):
       discrete Laplace(b): CSS Cor. 2.9, |X_t| ≤ b·√(8 ln(2/γ))·√(max(m_t, ln(2/γ)));
       rounded Gaussian(σ): |X_t| ≤ |Σ N_i| + m_t/2 ≤ σ√m_t·Φ⁻¹(1−γ/2) + m_t/2.
-    And the uniform err_BM(ξ) with L_T for m_t (notes §11.1) holds a fortiori.
+    And the uniform err_BM(ξ) with L_T for m_t holds a fortiori.
     The input is random (the error must not depend on it).
     """
     K, T = 2000, 1024

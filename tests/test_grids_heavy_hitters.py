@@ -1,4 +1,4 @@
-"""Tests of dpstream.grids.ShiftedGrids and dpstream.heavy_hitters (Alg. 2/3; notes §10.3; P10)."""
+"""Tests of dpstream.grids.ShiftedGrids and dpstream.heavy_hitters (Alg. 2/3; P10)."""
 from __future__ import annotations
 
 import itertools
@@ -69,7 +69,7 @@ def test_level_zero_needs_two_bits(seed):
             seen |= set(np.unique(grids.cell_ids(pts, 0, 0)).tolist())
         assert seen == {0, 1, 2}
         for lv in range(1, cfg.grid_levels):
-            assert cfg.cell_bits(lv) == lv + 1  # levels ≥ 1 fit the notes' ℓ+1 bits
+            assert cfg.cell_bits(lv) == lv + 1  # levels ≥ 1 fit the naive ℓ+1 bits
         assert cfg.id_bits(0) == 2 * d
 
 

@@ -329,7 +329,7 @@ def _plan_with_count_half_noise(cfg):
 
 
 def _plan_level0_one_bit(cfg, monkeypatch):
-    """b_ℓ = ℓ+1 (the notes' formula, P10): level 0 calibrated for 1 bit per coordinate."""
+    """b_ℓ = ℓ+1 (the naive formula, P10): level 0 calibrated for 1 bit per coordinate."""
     orig = _EC.cell_bits
     monkeypatch.setattr(_EC, "cell_bits", lambda self, lv: lv + 1 if lv == 0 else orig(self, lv))
     p = PrivacyPlan.build(cfg)

@@ -675,7 +675,7 @@ def test_f11_cell_ids_fit_on_the_boundary(radius, center):
 
 
 def test_f11_check_catches_the_notes_bit_width(monkeypatch):
-    monkeypatch.setattr(_EC, "cell_bits", lambda self, lv: lv + 1)  # the notes' b_ℓ = ℓ+1
+    monkeypatch.setattr(_EC, "cell_bits", lambda self, lv: lv + 1)  # the naive b_ℓ = ℓ+1
     with pytest.raises(AssertionError):
         check_cell_ids(_cfg(grid_levels=4, horizon_ticks=4))
     with pytest.raises(AssertionError):

@@ -1,4 +1,4 @@
-"""Tests of dpstream.semicoresets (black box A; notes §12, Theorem 7; P6, P11, P14, P10).
+"""Tests of dpstream.semicoresets (black box A; Theorem 7; P6, P11, P14, P10).
 
 Each implementation is built the way the engine builds it: ``EngineConfig`` →
 ``PrivacyPlan.build(cfg)`` → ``make_semicoreset(cfg, plan, NoiseSource(seed))``.

@@ -1,4 +1,4 @@
-"""Tests of dpstream.sparse_vector.LevelZeroAboveThreshold (Alg. 5; notes §7; P15, P13).
+"""Tests of dpstream.sparse_vector.LevelZeroAboveThreshold (Alg. 5; P15, P13).
 
 The implementation uses Lap(b) for both the threshold noise ρ (redrawn at every
 restart) and the per-tick query noise ν, and fires at tick t iff c_t + ν_t ≥ M + ρ.

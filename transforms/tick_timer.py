@@ -4,7 +4,7 @@
 of the watermark (public), set 1 ms early because the FnApiRunner truncates timers to
 milliseconds. ``batch`` arms one timer for the horizon's last tick (every buffered
 tick is processed in that one firing: Beam's state cache sizes every write, so one
-firing instead of T is what the notes measured fast); ``streaming`` loops one timer
+firing instead of T is what was measured fast); ``streaming`` loops one timer
 per tick 1, 2, …, T and stops at T — never "at the last tick seen" (P3); with
 ``horizon_ticks=None`` (runs without end) it goes on.
 A firing whose timestamp is not the armed tick's is obsolete (the
