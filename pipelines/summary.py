@@ -29,6 +29,11 @@ from typing import Dict, List, Optional
 
 from transforms.parse import NAMESPACE, REASONS
 
+# Every counter the job keeps: operator_counts lists them all, 0 when nothing happened
+COUNTERS = ("read", "valid", "dead_letter") + tuple("dead_letter_" + r for r in REASONS) + (
+    "ticked", "outside_horizon", "no_clock", "after_deadline", "arrived_after_deadline", "after_close",
+    "redeliveries_dropped", "after_dedup_ttl", "points_processed", "clipped", "ticks_released")
+
 # What a dead-letter reason usually means, and the option to check.
 _REASON_HINTS = {
     "wrong_dimension": "the records do not have --dim values each: check --dim (and --format)",
@@ -57,7 +62,7 @@ def operator_counts(result) -> Dict[str, int]:
     attempted where the runner commits none). Exact counts: operator telemetry, never a release."""
     from apache_beam.metrics.metric import MetricsFilter
 
-    out: Dict[str, int] = {}
+    out: Dict[str, int] = dict.fromkeys(COUNTERS, 0)  # every counter, zeros included
     for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]:
         v = c.committed if c.committed is not None else c.attempted
         out[c.key.metric.name] = out.get(c.key.metric.name, 0) + int(v or 0)
@@ -191,12 +196,21 @@ def run_warnings(job, c: Dict[str, int]) -> List[str]:
         center = "the origin" if job.center is None else "(" + ", ".join(f"{v:g}" for v in job.center) + ")"
         out.append(f"{_n(clipped)} of {_n(processed)} clustered points ({_pct(clipped, processed)}) lay outside "
                    f"the ball of --radius {job.radius:g} around {center} and were clipped onto its boundary: "
-                   f"check --radius and --center (e.g. GPS data needs --center at your region, see "
-                   f"docs/choosing-parameters.md)")
+                   f"check --radius and --center ({clip_hint(job.dim)}, see docs/choosing-parameters.md)")
     if read and processed == 0:
         out.append("no record reached the clusterer: every release holds noise only (see the warnings above)"
                    if out else "no record reached the clusterer: every release holds noise only")
     return ["dpstream: warning: " + w for w in out]
+
+
+def clip_hint(dim: int) -> str:
+    """What usually sets the ball, for data of this dimension."""
+    if dim == 2:
+        return "GPS (lat, lon) data needs --center at your region and --radius in degrees"
+    if dim >= 32:
+        return ("embeddings: unit-normalised vectors need --radius 1; otherwise the largest norm your model "
+                "can produce")
+    return "the ball must hold your points' possible range, fixed from domain knowledge"
 
 
 def report(job, counts: Dict[str, int]) -> List[str]:

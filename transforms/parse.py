@@ -20,8 +20,11 @@ For convenience a bare ``str``/``bytes``/``ndarray`` is read as
 
 Formats
 -------
-* JSON: an object ``{"x": [x_1, ..., x_dim]}`` with an optional numeric
-  ``"ts"`` (seconds since the epoch). The record's own ``ts`` wins over the
+* JSON: an object ``{"x": [x_1, ..., x_dim]}`` with an optional ``"ts"``: a
+  number (seconds since the epoch, or the public ``ts_unit``: ``ms``, ``us``) or an
+  ISO 8601 string with a time zone (``"2026-12-01T10:00:00Z"``). With ``columns``
+  the point is read from the named keys (``{"lat": …, "lon": …}``) or from those
+  indexes of ``"x"``. The record's own ``ts`` wins over the
   carrier's ``Record.ts`` as the event time (the publish time is the fallback
   clock). With ``max_clock_skew_seconds`` set, a ``"ts"`` later than the carrier's
   time plus that public skew is dead-lettered (``ts_in_future``): a record cannot
@@ -30,7 +33,10 @@ Formats
   must be JSON numbers: booleans and numeric strings are rejected
   (``non_numeric``).
 * CSV: ``dim`` comma-separated decimal numbers (ASCII digits, optional sign,
-  fraction and exponent; surrounding blanks and a UTF-8 BOM are ignored).
+  fraction and exponent; surrounding blanks and a UTF-8 BOM are ignored); another
+  ``delimiter`` (``;``, a tab …) and ``columns`` (0-based field indexes: the other
+  fields may hold anything, e.g. a user id) are options. A line with one field
+  where another common delimiter appears says so in its dead letter's detail.
 * numpy: an integer or floating array (``bool``, complex, object, string dtypes
   are ``non_numeric``). A 2-D array of m ≥ 1 rows holds **m items**; row ``i``
   gets slot ``slot + i`` (``None`` if ``slot`` is ``None``) and shares the
@@ -113,6 +119,41 @@ REASONS = (
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\Z", re.ASCII)
 _NONFINITE_WORDS = frozenset(
     s + w for s in ("", "+", "-") for w in ("nan", "inf", "infinity"))
+
+
+class TextOptions(NamedTuple):
+    """How text records are read (public options): the CSV ``delimiter``; ``columns``, the
+    fields that make the point — 0-based indexes (CSV fields, or indexes into a JSON ``"x"``)
+    or JSON key names; the JSON numeric ``"ts"`` unit (``s``, ``ms``, ``us``)."""
+    delimiter: str = ","
+    columns: Optional[Tuple[Any, ...]] = None
+    ts_unit: str = "s"
+
+    @property
+    def csv_columns(self) -> Optional[Tuple[int, ...]]:
+        return self.columns if self.columns is not None and isinstance(self.columns[0], int) else None
+
+    def check(self, dim: int) -> "TextOptions":
+        if not isinstance(self.delimiter, str) or len(self.delimiter) != 1 or self.delimiter in "\r\n\"{[" \
+                or self.delimiter.isalnum() or self.delimiter in ".+-":
+            raise ValueError(f"delimiter must be one character that cannot be part of a number, got "
+                             f"{self.delimiter!r}")
+        if self.ts_unit not in TS_UNITS:
+            raise ValueError(f"ts_unit must be one of {', '.join(TS_UNITS)}, got {self.ts_unit!r}")
+        if self.columns is not None:
+            cols = tuple(self.columns)
+            kinds = {isinstance(c, str) for c in cols}
+            if not cols or len(kinds) != 1 or any(isinstance(c, bool) for c in cols) \
+                    or any(not isinstance(c, (str, int)) for c in cols) or any(isinstance(c, int) and c < 0 for c in cols):
+                raise ValueError(f"columns must be key names or indexes >= 0, not a mix, got {self.columns!r}")
+            if len(set(cols)) != len(cols):
+                raise ValueError(f"columns {self.columns!r} name a column twice")
+            if len(cols) != dim:
+                raise ValueError(f"{len(cols)} columns for dimension {dim}: give one column per coordinate")
+        return self
+
+
+DEFAULT_TEXT = TextOptions()
 
 
 class Record(NamedTuple):
@@ -247,12 +288,33 @@ def _message_id(mid: Any) -> Optional[str]:
     return str(mid)
 
 
-def _json_ts(ts: Any) -> Tuple[Optional[float], Optional[str]]:
-    """The JSON "ts" field: a JSON number (not a boolean), finite."""
-    if isinstance(ts, bool) or not isinstance(ts, (int, float)):
-        return None, f'"ts" must be a number, got {type(ts).__name__}'
+TS_UNITS = {"s": 1.0, "ms": 1e3, "us": 1e6}  # the JSON "ts" number's public unit → per second
+
+
+def _iso_seconds(text: str) -> Tuple[Optional[float], Optional[str]]:
+    """An ISO 8601 time with a zone (``2026-12-01T10:00:00Z``, ``…+01:00``) → seconds."""
+    t = text.strip()
     try:
-        v = float(ts)
+        dt = datetime.datetime.fromisoformat(t[:-1] + "+00:00" if t[-1:] in "zZ" else t)
+    except ValueError:
+        return None, f'"ts" {text[:40]!r} is neither a number nor an ISO 8601 time'
+    if dt.tzinfo is None:
+        return None, f'"ts" {text[:40]!r} has no time zone: add Z for UTC or an offset such as +01:00'
+    try:
+        return dt.timestamp(), None
+    except (OverflowError, OSError, ValueError):
+        return None, f'"ts" {text[:40]!r} is out of range'
+
+
+def _json_ts(ts: Any, unit: str = "s") -> Tuple[Optional[float], Optional[str]]:
+    """The JSON "ts" field: a JSON number (not a boolean) in ``unit``, or an ISO 8601 string
+    with a zone; finite seconds."""
+    if isinstance(ts, str):
+        return _iso_seconds(ts)
+    if isinstance(ts, bool) or not isinstance(ts, (int, float)):
+        return None, f'"ts" must be a number or an ISO 8601 string, got {type(ts).__name__}'
+    try:
+        v = float(ts) / TS_UNITS[unit] if unit != "s" else float(ts)
     except OverflowError:
         return None, '"ts" overflows float64'
     if not math.isfinite(v):
@@ -267,14 +329,24 @@ def _dead(raw_text: str, reason: str, detail: str, slot, ts, mid) -> dict:
             "ts": ts, "message_id": mid}
 
 
-def _parse_values_json(obj: Any, dim: int) -> Tuple[Optional[np.ndarray], Optional[str], str]:
+def _parse_values_json(obj: Any, dim: int, columns=None) -> Tuple[Optional[np.ndarray], Optional[str], str]:
     if not isinstance(obj, dict):
         return None, "not_object", f"expected a JSON object, got {type(obj).__name__}"
-    if "x" not in obj:
-        return None, "missing_x", 'no "x" key'
-    x = obj["x"]
-    if not isinstance(x, list):
-        return None, "wrong_type", f'"x" must be a list, got {type(x).__name__}'
+    if columns is not None and isinstance(columns[0], str):  # named keys: {"lat": …, "lon": …}
+        missing = [c for c in columns if c not in obj]
+        if missing:
+            return None, "missing_x", f"no {missing[0]!r} key (the columns are {', '.join(columns)})"
+        x = [obj[c] for c in columns]
+    else:
+        if "x" not in obj:
+            return None, "missing_x", 'no "x" key'
+        x = obj["x"]
+        if not isinstance(x, list):
+            return None, "wrong_type", f'"x" must be a list, got {type(x).__name__}'
+        if columns is not None:
+            if len(x) <= max(columns):
+                return None, "wrong_dimension", f'"x" has {len(x)} values; the columns need {max(columns) + 1}'
+            x = [x[c] for c in columns]
     if len(x) != dim:
         return None, "wrong_dimension", f"expected {dim} values, got {len(x)}"
     for i, v in enumerate(x):
@@ -293,15 +365,32 @@ def _csv_line_re(dim: int):
     return re.compile(num + ("," + num) * (dim - 1) + r"\Z", re.ASCII)
 
 
-def _parse_values_csv(text: str, dim: int) -> Tuple[Optional[np.ndarray], Optional[str], str]:
-    if _csv_line_re(dim).match(text):  # fast path: dim plain decimal numbers
+_OTHER_DELIMITERS = (",", ";", "\t", "|")
+
+
+def _delimiter_hint(text: str, delimiter: str) -> str:
+    """For a line with one field: another common delimiter it contains, as advice."""
+    other = next((d for d in _OTHER_DELIMITERS if d != delimiter and d in text), None)
+    if other is None:
+        return ""
+    shown = "\\t" if other == "\t" else other
+    return f" (the line has no {delimiter!r} but contains {other!r}: pass --delimiter '{shown}')"
+
+
+def _parse_values_csv(text: str, dim: int, delimiter: str = ",",
+                      columns=None) -> Tuple[Optional[np.ndarray], Optional[str], str]:
+    if delimiter == "," and columns is None and _csv_line_re(dim).match(text):  # fast path: dim plain numbers
         return _finite(np.array(text.split(","), dtype=np.float64))
-    fields = text.split(",")
-    if len(fields) != dim:
-        return None, "wrong_dimension", f"expected {dim} values, got {len(fields)}"
+    fields = text.split(delimiter)
+    need = dim if columns is None else max(columns) + 1
+    if (len(fields) != dim) if columns is None else (len(fields) < need):
+        hint = _delimiter_hint(text, delimiter) if len(fields) == 1 else ""
+        return None, "wrong_dimension", f"expected {need if columns is not None else dim} values, got " \
+                                        f"{len(fields)}{hint}"
+    idx = range(dim) if columns is None else columns
     vals = []
-    for i, f in enumerate(fields):
-        f = f.strip()
+    for i in idx:
+        f = fields[i].strip()
         if _NUMBER.match(f):
             vals.append(float(f))  # '1e999' -> inf, caught below
         elif f.lower() in _NONFINITE_WORDS:
@@ -375,7 +464,8 @@ def _as_record(element: Any) -> Record:
 
 
 def parse_record(element: Any, dim: int, fmt: str = "auto", batch_arrays: bool = False,
-                 max_clock_skew_seconds: Optional[float] = None) -> Tuple[List[Any], List[dict]]:
+                 max_clock_skew_seconds: Optional[float] = None,
+                 text_options: Optional["TextOptions"] = None) -> Tuple[List[Any], List[dict]]:
     """Parse one element into ``(points, dead_letters)``; never raises.
 
     ``len(points) + len(dead_letters) == count_items(record.raw)`` always, where a
@@ -383,9 +473,11 @@ def parse_record(element: Any, dim: int, fmt: str = "auto", batch_arrays: bool =
     A field whose own conversion raises (a hostile ``__str__``/``__float__``) makes
     ``internal_error`` dead letters that keep the record's slot when it is valid.
     ``max_clock_skew_seconds`` (None: no check) dead-letters a JSON ``"ts"`` later than the
-    record's carrier time (``Record.ts``, the publish time) plus the skew (``ts_in_future``)."""
+    record's carrier time (``Record.ts``, the publish time) plus the skew (``ts_in_future``).
+    ``text_options``: the CSV delimiter, the columns and the JSON ts unit (:class:`TextOptions`)."""
     try:
-        return _parse_record(element, dim, fmt, batch_arrays, max_clock_skew_seconds)
+        return _parse_record(element, dim, fmt, batch_arrays, max_clock_skew_seconds,
+                             text_options or DEFAULT_TEXT)
     except Exception as e:
         try:
             n = count_items(_as_record(element).raw)
@@ -408,7 +500,9 @@ def _safe_show(element: Any) -> str:
 
 
 def _parse_record(element: Any, dim: int, fmt: str, batch_arrays: bool,
-                  max_clock_skew_seconds: Optional[float] = None) -> Tuple[List[Any], List[dict]]:
+                  max_clock_skew_seconds: Optional[float] = None,
+                  opt: "TextOptions" = None) -> Tuple[List[Any], List[dict]]:
+    opt = opt or DEFAULT_TEXT
     rec = _as_record(element)
     raw = rec.raw
     points: List[ParsedPoint] = []
@@ -458,9 +552,9 @@ def _parse_record(element: Any, dim: int, fmt: str, batch_arrays: bool,
             obj = json.loads(text)
         except Exception as e:  # JSONDecodeError, RecursionError, ValueError (huge ints)
             return one("malformed_json", f"not valid JSON ({type(e).__name__}: {e})"[:200])
-        vec, reason, detail = _parse_values_json(obj, dim)
+        vec, reason, detail = _parse_values_json(obj, dim, opt.columns)
         if vec is not None and obj.get("ts") is not None:
-            jts, jerr = _json_ts(obj["ts"])
+            jts, jerr = _json_ts(obj["ts"], opt.ts_unit)
             if jerr:
                 return one("bad_ts", jerr)
             if max_clock_skew_seconds is not None and publish_time is not None \
@@ -470,7 +564,7 @@ def _parse_record(element: Any, dim: int, fmt: str, batch_arrays: bool,
                                            f'{max_clock_skew_seconds:g} s', ts_=jts)
             ts = jts
     elif kind == "csv":
-        vec, reason, detail = _parse_values_csv(text, dim)
+        vec, reason, detail = _parse_values_csv(text, dim, opt.delimiter, opt.csv_columns)
         if vec is None and fmt == "csv" and text[0] in "{[":
             detail = f"{detail} (the record looks like JSON but is read as CSV: check --format)"
     else:  # fmt == "numpy" given text
@@ -493,7 +587,8 @@ class ParsePointsFn(beam.DoFn):
     FORMATS = ("auto", "json", "csv", "numpy")
 
     def __init__(self, dim: int, fmt: str = "auto", label_prefix: str = "", batch_arrays: bool = False,
-                 max_clock_skew_seconds: Optional[float] = None):
+                 max_clock_skew_seconds: Optional[float] = None, text_options: Optional[TextOptions] = None):
+        self.text_options = (text_options or DEFAULT_TEXT).check(int(dim)) if text_options else None
         if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or dim < 1:
             raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
         if fmt not in self.FORMATS:
@@ -533,7 +628,8 @@ class ParsePointsFn(beam.DoFn):
         self._read.inc(n)
         try:
             points, dead = parse_record(element, self.dim, self.fmt, self.batch_arrays,
-                                        getattr(self, "max_clock_skew_seconds", None))
+                                        getattr(self, "max_clock_skew_seconds", None),
+                                        getattr(self, "text_options", None))
             n_points = sum(p.points.shape[0] if isinstance(p, ParsedBatch) else 1 for p in points)
             if n_points + len(dead) != n:  # cannot happen; never lose a record silently
                 raise AssertionError(f"{n_points} points + {len(dead)} dead letters for {n} items")
@@ -567,9 +663,10 @@ class ParsePoints(beam.PTransform):
     rows share one message id)."""
 
     def __init__(self, dim: int, fmt: str = "auto", label_prefix: str = "", batch_arrays: bool = False,
-                 label: Optional[str] = None, max_clock_skew_seconds: Optional[float] = None):
+                 label: Optional[str] = None, max_clock_skew_seconds: Optional[float] = None,
+                 text_options: Optional[TextOptions] = None):
         super().__init__(label)
-        self._fn = ParsePointsFn(dim, fmt, label_prefix, batch_arrays, max_clock_skew_seconds)
+        self._fn = ParsePointsFn(dim, fmt, label_prefix, batch_arrays, max_clock_skew_seconds, text_options)
 
     def expand(self, pcoll):
         return pcoll | "ParseRecords" >> beam.ParDo(self._fn).with_outputs(DEAD_LETTER, main=MAIN)
