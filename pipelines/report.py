@@ -78,7 +78,7 @@ def raw_points(job) -> Tuple[Optional[np.ndarray], Optional[np.ndarray], str]:
         xs, ss, tss = [], [], []
         prog = _Progress("reading the input again", len(specs))
         for i, spec in enumerate(specs):
-            x, s, t = _read_points(spec, job.dim)
+            x, s, t = _read_points(spec, job.dim, job)
             xs.append(x)
             ss.append(s)
             tss.append(t)
@@ -97,12 +97,14 @@ def raw_points(job) -> Tuple[Optional[np.ndarray], Optional[np.ndarray], str]:
     return X[keep], ticks[keep], ""
 
 
-def _read_points(spec, dim: int):
+def _read_points(spec, dim: int, job=None):
     """(points, slots, ts) of one file's valid records, parsed as the job parses them."""
+    from pipelines.formats import read_parquet, text_options
     from transforms.parse import ParsedBatch, Record, parse_record
 
     if spec.fmt == "numpy":
-        arr = np.load(spec.path, allow_pickle=False)
+        arr = read_parquet(spec.path, spec.columns) if spec.path.lower().endswith(".parquet") \
+            else np.load(spec.path, allow_pickle=False)
         if arr.ndim != 2 or arr.shape[1] != dim or arr.dtype.kind not in "iuf":
             return np.zeros((0, dim)), np.zeros(0, np.int64), np.zeros(0)
         X = arr.astype(np.float64)
@@ -114,8 +116,9 @@ def _read_points(spec, dim: int):
     if spec.skip_header:
         lines = lines[1:]
     pts, slots, ts = [], [], []
+    opts = text_options(job, spec.fmt) if job is not None else None
     for i, line in enumerate(lines):  # the report, not a DoFn: one pass over a local file
-        got, _ = parse_record(Record(line, spec.offset + i), dim, spec.fmt)
+        got, _ = parse_record(Record(line, spec.offset + i), dim, spec.fmt, text_options=opts)
         for p in got:
             if isinstance(p, ParsedBatch):
                 continue
