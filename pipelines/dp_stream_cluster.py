@@ -759,6 +759,7 @@ def launch(job: Job, beam_args: List[str], wait: bool = True):
                  "∞" if job.total_ticks is None else job.total_ticks,
                  job.tick_seconds, horizon_span(job), "" if job.t_start_given else " (from the launch time)")
     tmp = tempfile.mkdtemp(prefix="dpstream-beam-")
+    atexit.register(shutil.rmtree, tmp, True)  # also after Ctrl-C
     result = _run_with_tempdir(p, tmp)
     if wait and not job.streaming:
         result.wait_until_finish()
@@ -836,11 +837,14 @@ def check_outputs(job: Job) -> None:
         if job.streaming:  # the streaming file sink appends: start from empty files
             for f in again:
                 os.remove(f)
-    if _local(job.output) and not job.report:
-        stale = [n for n in REPORT_FILES if os.path.exists(os.path.join(job.output, n))]
-        if stale:
-            print(f"dpstream: note: {job.output} still holds {', '.join(stale)} of an earlier run (this run "
-                  f"does not rewrite them without --report)", file=sys.stderr)
+    from pipelines.outputs import check_remote, remove_stale_evaluation
+    if _local(job.output):
+        remove_stale_evaluation(job.output)  # an earlier run's NON-PRIVATE evaluation describes other releases
+    elif job.output and "://" in job.output:
+        try:
+            check_remote(job.output, "--output")
+        except ValueError as e:
+            raise OptionError(str(e)) from None
 
 
 _STEP_OPTIONS = {"WriteDeadLetters": "--dead_letter", "WriteReleases": "--output / --output_topic",
@@ -936,6 +940,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"dpstream: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        from pipelines.outputs import remove_beam_temp
+        if job is not None:
+            remove_beam_temp(job)  # the file sinks' half-written folders
         print("dpstream: interrupted", file=sys.stderr)
         return 130
     except Exception as e:

@@ -51,3 +51,53 @@ def remove_stale_evaluation(output: str) -> None:
             p = os.path.join(base, name)
             if os.path.isfile(p):
                 os.remove(p)
+
+
+def remove_beam_temp(job) -> list:
+    """Remove the ``beam-temp-*`` folders Beam's file sinks leave in the local output places when a
+    batch run is interrupted (they are removed by the sink's finalisation, which Ctrl-C skips).
+    Returns the folders removed."""
+    import glob
+    import shutil
+
+    places = set()
+    for p in (getattr(job, "output", None), os.path.dirname(os.path.abspath(job.dead_letter))
+              if _local(getattr(job, "dead_letter", None)) else None):
+        if p and _local(p) and os.path.isdir(p):
+            places.add(p)
+    gone = []
+    for d in sorted(places):
+        for t in glob.glob(os.path.join(d, "beam-temp-*")):
+            shutil.rmtree(t, ignore_errors=True)
+            gone.append(t)
+    return gone
+
+
+def _local(path) -> bool:
+    return bool(path) and "://" not in path and not str(path).startswith("projects/")
+
+
+REMOTE_PROBE_SECONDS = 20.0
+
+
+def check_remote(path: str, what: str, timeout: float = REMOTE_PROBE_SECONDS) -> None:
+    """Fail fast, with one line, when a remote output (``gs://…``) cannot be reached: the storage
+    client would otherwise retry for minutes before Beam's own error. Raises ValueError."""
+    import concurrent.futures
+
+    from apache_beam.io.filesystems import FileSystems
+
+    def probe():
+        FileSystems.exists(path.rstrip("/") + "/")
+
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        pool.submit(probe).result(timeout=timeout)
+    except concurrent.futures.TimeoutError:
+        raise ValueError(f"cannot reach {what} {path} within {timeout:g} s: check the credentials "
+                         f"(gcloud auth application-default login) and the bucket") from None
+    except Exception as e:
+        first = (str(e).strip().splitlines() or [type(e).__name__])[0][:200]
+        raise ValueError(f"cannot reach {what} {path}: {first}") from None
+    finally:
+        pool.shutdown(wait=False)

@@ -17,7 +17,7 @@ import numpy as np
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.parse import Record
+from transforms.parse import LINES_BLOCK, Lines, Record
 
 FILE_FORMATS = {".npy": "numpy", ".parquet": "parquet", ".csv": "csv", ".jsonl": "json", ".json": "json",
                 ".ndjson": "json"}
@@ -211,8 +211,8 @@ class _ReadFileFn(beam.DoFn):
             lines = _lines(_read_all(path))
             if skip_header:
                 lines = lines[1:]  # the header keeps no slot: slots count data rows
-            for i, line in enumerate(lines):
-                yield Record(line, offset + i)
+            for i in range(0, len(lines), LINES_BLOCK):  # blocks: ParsePoints converts their numbers at once
+                yield Record(Lines(lines[i:i + LINES_BLOCK]), offset + i)
 
 
 class ReadFileRecords(beam.PTransform):

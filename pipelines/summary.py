@@ -179,7 +179,7 @@ def run_warnings(job, c: Dict[str, int]) -> List[str]:
     if job.clock == "event_time" and outside and outside * 2 > max(1, timed):
         hint = (f"ticks 1..{job.total_ticks or '∞'} of --tick_seconds {job.tick_seconds:g} span {horizon_span(job)}; "
                 f"check --t_start (the time your data starts: ISO 8601 like 2026-12-01T10:00:00Z or Unix "
-                f"seconds), --tick_seconds and --horizon_ticks")
+                f"seconds), --tick_seconds and --horizon_ticks; numeric \"ts\" in milliseconds need --ts_unit ms")
         if not getattr(job, "t_start_given", True):
             hint += " (--t_start was not given, so the horizon started at the launch time)"
         out.append(f"{_n(outside)} of {_n(timed)} timestamped records ({_pct(outside, timed)}) fell outside the "

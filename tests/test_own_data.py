@@ -245,3 +245,29 @@ def test_verbose_fit_prints_what_the_releases_say_and_an_end_to_end_rate(capsys)
     last = capsys.readouterr().out.strip().splitlines()[-1]
     assert f"tick {m.release_.tick}/3 epoch {m.release_.epoch} run {m.release_.run}" in last
     assert "points/s end to end" in last
+
+
+# --------------------------------------------------------------------------- CSV lines parsed in blocks
+
+def test_a_block_of_lines_parses_exactly_as_its_lines_one_by_one():
+    rng = np.random.default_rng(5)
+    pool = [b"1,2", b" 3 , 4\t", b"a,b", b"1e999,1", b"", b"\xef\xbb\xbf7,8", b"1;2", b"9,10", b"1,2,3",
+            b"nan,1", b"+.5,-6.", b"1_0,2", b"\xff\xfe", b'{"x": [1, 2]}', b"0x1,2", b"1e5,-2E-3", b"  ",
+            repr(float(rng.normal())).encode() + b"," + repr(float(rng.normal())).encode()]
+    lines = [pool[i] for i in rng.integers(0, len(pool), 400)]
+    for fmt in ("csv", "auto", "json"):
+        got_p, got_d = parse.parse_record(parse.Record(parse.Lines(lines), 50), 2, fmt, batch_arrays=True)
+        want = {}
+        for i, ln in enumerate(lines):
+            p, d = parse.parse_record(parse.Record(ln, 50 + i), 2, fmt, batch_arrays=True)
+            want[50 + i] = ("p", p[0].point.tobytes()) if p else ("d", d[0]["reason"], d[0]["detail"], d[0]["raw"])
+        got = {}
+        for p in got_p:
+            if isinstance(p, parse.ParsedBatch):
+                for row, s in zip(p.points, p.slots):
+                    got[int(s)] = ("p", row.tobytes())
+            else:
+                got[p.slot] = ("p", p.point.tobytes())
+        for d in got_d:
+            got[d["slot"]] = ("d", d["reason"], d["detail"], d["raw"])
+        assert got == want, fmt

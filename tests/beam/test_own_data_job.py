@@ -120,3 +120,59 @@ def test_plan_only_reads_no_data_and_version(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         job_mod.main(["--version"])
     assert e.value.code == 0 and capsys.readouterr().out.startswith("dpstream ")
+
+
+def test_ctrl_c_leaves_no_beam_temp_folder(tmp_path, monkeypatch, capsys):
+    np.save(tmp_path / "x.npy", np.zeros((10, 2)))
+
+    def interrupted(job, beam_args, wait=True):  # a run stopped while its file sinks were writing
+        os.makedirs(os.path.join(job.output, "beam-temp-releases.jsonl-0123"))
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(job_mod, "launch", interrupted)
+    rc, err, _ = _main([f"--input={tmp_path}/x.npy", "--dim=2", "--radius=1", "--tick_size=10", "--horizon_ticks=1",
+                        f"--output={tmp_path}/o"], capsys)
+    assert rc == 130 and os.listdir(tmp_path / "o") == []
+
+
+def test_an_unreachable_remote_output_fails_fast_with_one_line(monkeypatch):
+    import time
+
+    from apache_beam.io.filesystems import FileSystems
+
+    from pipelines import outputs
+    monkeypatch.setattr(FileSystems, "exists", lambda path: time.sleep(3))  # a client retrying without credentials
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="cannot reach --output gs://b/out within 0.2 s"):
+        outputs.check_remote("gs://b/out", "--output", timeout=0.2)
+    assert time.monotonic() - t0 < 2
+
+
+def test_a_file_is_written_whole_or_not_at_all(tmp_path):
+    from pipelines.outputs import write_atomic, write_text_atomic
+    path = tmp_path / "centers.json"
+    write_text_atomic(str(path), "old")
+
+    def half(tmp):
+        with open(tmp, "w") as fh:
+            fh.write("ne")
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        write_atomic(str(path), half)
+    assert path.read_text() == "old" and os.listdir(tmp_path) == ["centers.json"]
+
+
+def test_a_csv_read_in_blocks_releases_what_the_same_points_as_npy_release(tmp_path):
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(900, 2)) * 3
+    (tmp_path / "a.csv").write_text("".join(f"{float(a)!r},{float(b)!r}\n" for a, b in X))
+    np.save(tmp_path / "a.npy", X)
+    seed = _seed(tmp_path)
+    outs = []
+    for ext in ("csv", "npy"):
+        job_mod.run([f"--input={tmp_path}/a.{ext}", "--dim=2", "--radius=12", "--k=3", "--tick_size=300",
+                     "--horizon_ticks=3", f"--output={tmp_path}/{ext}", f"--seed_file={seed}",
+                     f"--seed_registry={tmp_path}/registry-{ext}.jsonl"])
+        outs.append((tmp_path / ext / "releases.jsonl").read_bytes())
+    assert outs[0] == outs[1] and outs[0].count(b"\n") == 3
