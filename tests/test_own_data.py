@@ -271,3 +271,35 @@ def test_a_block_of_lines_parses_exactly_as_its_lines_one_by_one():
         for d in got_d:
             got[d["slot"]] = ("d", d["reason"], d["detail"], d["raw"])
         assert got == want, fmt
+
+
+# --------------------------------------------------------------------------- pictures and the demo
+
+def test_the_demo_says_no_data_yet_for_a_release_without_data():
+    pytest.importorskip("apache_beam", exc_type=ImportError)
+    from dpstream.engine import Engine
+    from dpstream.params import EngineConfig
+    from pipelines.demo_pubsub import centers_text
+    e = Engine(EngineConfig(n_clusters=2, dim=2, radius=10.0, epsilon=1.0, delta=1e-6, horizon_ticks=4), b"k" * 32)
+    assert centers_text(e.step(np.zeros((0, 2))).to_dict()) == "no data yet"
+    rel = e.step(np.random.default_rng(0).normal(size=(5000, 2))).to_dict()
+    assert centers_text(rel).count("(") == 2
+
+
+def test_the_report_plane_is_a_pca_for_any_d_and_a_map_for_gps():
+    pytest.importorskip("apache_beam", exc_type=ImportError)
+    from pipelines.report import _looks_like_gps, plane
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(3000, 384)) * 0.01
+    X[:, 100] += rng.choice([-1.0, 1.0], 3000)  # the one direction that separates two clusters
+    proj, labels = plane(X)
+    P = proj(X)
+    assert P.shape == (3000, 2) and "principal component" in labels[0]
+    assert abs(np.corrcoef(P[:, 0], X[:, 100])[0, 1]) > 0.99  # the first two coordinates would show noise
+    gps = np.array([[48.85, 2.35], [48.80, 2.45]])
+    proj, labels = plane(gps, gps=True)
+    assert labels == ("longitude", "latitude") and proj(gps)[0].tolist() == [2.35, 48.85]
+    job = SimpleNamespace(dim=2, columns=("lat", "lon"), center=None, radius=1.0)
+    assert _looks_like_gps(job)
+    assert _looks_like_gps(SimpleNamespace(dim=2, columns=None, center=(48.85, 2.35), radius=0.5))
+    assert not _looks_like_gps(SimpleNamespace(dim=2, columns=None, center=None, radius=12.0))
