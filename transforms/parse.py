@@ -92,6 +92,9 @@ import numpy as np
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from transforms.text_formats import (DEFAULT_TEXT, LINES_BLOCK, TS_UNITS, Lines, TextOptions,  # noqa: F401
+                                     csv_bytes_re, delimiter_hint, iso_seconds)
+
 DEAD_LETTER = "dead_letter"
 MAIN = "points"
 NAMESPACE = "dpstream"
@@ -119,41 +122,6 @@ REASONS = (
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\Z", re.ASCII)
 _NONFINITE_WORDS = frozenset(
     s + w for s in ("", "+", "-") for w in ("nan", "inf", "infinity"))
-
-
-class TextOptions(NamedTuple):
-    """How text records are read (public options): the CSV ``delimiter``; ``columns``, the
-    fields that make the point — 0-based indexes (CSV fields, or indexes into a JSON ``"x"``)
-    or JSON key names; the JSON numeric ``"ts"`` unit (``s``, ``ms``, ``us``)."""
-    delimiter: str = ","
-    columns: Optional[Tuple[Any, ...]] = None
-    ts_unit: str = "s"
-
-    @property
-    def csv_columns(self) -> Optional[Tuple[int, ...]]:
-        return self.columns if self.columns is not None and isinstance(self.columns[0], int) else None
-
-    def check(self, dim: int) -> "TextOptions":
-        if not isinstance(self.delimiter, str) or len(self.delimiter) != 1 or self.delimiter in "\r\n\"{[" \
-                or self.delimiter.isalnum() or self.delimiter in ".+-":
-            raise ValueError(f"delimiter must be one character that cannot be part of a number, got "
-                             f"{self.delimiter!r}")
-        if self.ts_unit not in TS_UNITS:
-            raise ValueError(f"ts_unit must be one of {', '.join(TS_UNITS)}, got {self.ts_unit!r}")
-        if self.columns is not None:
-            cols = tuple(self.columns)
-            kinds = {isinstance(c, str) for c in cols}
-            if not cols or len(kinds) != 1 or any(isinstance(c, bool) for c in cols) \
-                    or any(not isinstance(c, (str, int)) for c in cols) or any(isinstance(c, int) and c < 0 for c in cols):
-                raise ValueError(f"columns must be key names or indexes >= 0, not a mix, got {self.columns!r}")
-            if len(set(cols)) != len(cols):
-                raise ValueError(f"columns {self.columns!r} name a column twice")
-            if len(cols) != dim:
-                raise ValueError(f"{len(cols)} columns for dimension {dim}: give one column per coordinate")
-        return self
-
-
-DEFAULT_TEXT = TextOptions()
 
 
 class Record(NamedTuple):
@@ -206,18 +174,6 @@ def records_from_arrays(arrays: Iterable[np.ndarray], start_slot: int = 0,
         out.append(Record(a, slot, ts))
         slot += count_items(a)
     return out
-
-
-class Lines(tuple):
-    """A block of text lines of a bounded input (``Record(Lines(lines), slot)``): line ``i`` has
-    slot ``slot + i`` and is parsed exactly as ``Record(lines[i], slot + i)`` would be, but the
-    block's CSV lines of plain numbers are converted in one numpy call and come out as one
-    :class:`ParsedBatch` (``batch_arrays``); every other line takes the per-line path, so its
-    point or dead letter (reason, detail, slot) is the same as today's per-line parse."""
-    __slots__ = ()
-
-
-LINES_BLOCK = 4096  # lines per Lines record from a file source
 
 
 def count_items(raw: Any) -> int:
@@ -302,29 +258,11 @@ def _message_id(mid: Any) -> Optional[str]:
     return str(mid)
 
 
-TS_UNITS = {"s": 1.0, "ms": 1e3, "us": 1e6}  # the JSON "ts" number's public unit → per second
-
-
-def _iso_seconds(text: str) -> Tuple[Optional[float], Optional[str]]:
-    """An ISO 8601 time with a zone (``2026-12-01T10:00:00Z``, ``…+01:00``) → seconds."""
-    t = text.strip()
-    try:
-        dt = datetime.datetime.fromisoformat(t[:-1] + "+00:00" if t[-1:] in "zZ" else t)
-    except ValueError:
-        return None, f'"ts" {text[:40]!r} is neither a number nor an ISO 8601 time'
-    if dt.tzinfo is None:
-        return None, f'"ts" {text[:40]!r} has no time zone: add Z for UTC or an offset such as +01:00'
-    try:
-        return dt.timestamp(), None
-    except (OverflowError, OSError, ValueError):
-        return None, f'"ts" {text[:40]!r} is out of range'
-
-
 def _json_ts(ts: Any, unit: str = "s") -> Tuple[Optional[float], Optional[str]]:
     """The JSON "ts" field: a JSON number (not a boolean) in ``unit``, or an ISO 8601 string
     with a zone; finite seconds."""
     if isinstance(ts, str):
-        return _iso_seconds(ts)
+        return iso_seconds(ts)
     if isinstance(ts, bool) or not isinstance(ts, (int, float)):
         return None, f'"ts" must be a number or an ISO 8601 string, got {type(ts).__name__}'
     try:
@@ -379,18 +317,6 @@ def _csv_line_re(dim: int):
     return re.compile(num + ("," + num) * (dim - 1) + r"\Z", re.ASCII)
 
 
-_OTHER_DELIMITERS = (",", ";", "\t", "|")
-
-
-def _delimiter_hint(text: str, delimiter: str) -> str:
-    """For a line with one field: another common delimiter it contains, as advice."""
-    other = next((d for d in _OTHER_DELIMITERS if d != delimiter and d in text), None)
-    if other is None:
-        return ""
-    shown = "\\t" if other == "\t" else other
-    return f" (the line has no {delimiter!r} but contains {other!r}: pass --delimiter '{shown}')"
-
-
 def _parse_values_csv(text: str, dim: int, delimiter: str = ",",
                       columns=None) -> Tuple[Optional[np.ndarray], Optional[str], str]:
     if delimiter == "," and columns is None and _csv_line_re(dim).match(text):  # fast path: dim plain numbers
@@ -398,7 +324,7 @@ def _parse_values_csv(text: str, dim: int, delimiter: str = ",",
     fields = text.split(delimiter)
     need = dim if columns is None else max(columns) + 1
     if (len(fields) != dim) if columns is None else (len(fields) < need):
-        hint = _delimiter_hint(text, delimiter) if len(fields) == 1 else ""
+        hint = delimiter_hint(text, delimiter) if len(fields) == 1 else ""
         return None, "wrong_dimension", f"expected {need if columns is not None else dim} values, got " \
                                         f"{len(fields)}{hint}"
     idx = range(dim) if columns is None else columns
@@ -593,18 +519,12 @@ def _parse_record(element: Any, dim: int, fmt: str, batch_arrays: bool,
     return points, dead
 
 
-@functools.lru_cache(maxsize=64)
-def _csv_bytes_re(dim: int):
-    num = rb"[ \t]*[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?[ \t]*"
-    return re.compile(num + (b"," + num) * (dim - 1) + rb"\Z")
-
-
 def _parse_lines(lines: "Lines", dim: int, fmt: str, slot, rec: Record, opt: "TextOptions",
                  skew, batch_arrays: bool, points: list, dead: list) -> None:
     """A block of lines: the plain-number CSV lines in one numpy conversion, the rest line by line."""
     fast = np.zeros(len(lines), dtype=bool)
     if fmt == "csv" and opt.delimiter == "," and opt.columns is None and batch_arrays:
-        match = _csv_bytes_re(dim).match
+        match = csv_bytes_re(dim).match
         fast = np.fromiter((isinstance(ln, bytes) and match(ln) is not None for ln in lines), bool, len(lines))
     idx = np.flatnonzero(fast)
     if idx.size:
