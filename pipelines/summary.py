@@ -135,6 +135,8 @@ def summary_lines(job, c: Dict[str, int]) -> List[str]:
     w = max(len(r[0]) for r in rows)
     out = ["dpstream: run summary (operator telemetry: exact counts, never publish them with the releases)"]
     out += [f"  {name:<{w}}  {_n(v):>12}  {note}".rstrip() for name, v, note in rows]
+    if getattr(job, "report", False) and getattr(job, "output", None):
+        out.append(f"  the NON-PRIVATE evaluation (operator only, never publish): {job.output.rstrip('/')}/non_private/")
     return out
 
 

@@ -62,6 +62,7 @@ def test_csv_with_a_text_column_reads_the_named_columns_and_the_report_stays_out
     assert (out / "non_private" / "report.png").read_bytes()[:4] == b"\x89PNG"
     assert sorted(os.listdir(out)) == ["centers.json", "dead_letter.jsonl", "non_private", "privacy_plan.md",
                                        "releases.jsonl"]
+    assert f"the NON-PRIVATE evaluation (operator only, never publish): {out}/non_private/" in err
     assert f"{out}/non_private/" in stdout and not any(n.endswith(".tmp") for n in os.listdir(out / "non_private"))
 
 
