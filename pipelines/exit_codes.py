@@ -12,6 +12,8 @@ releases say nothing about the data must not exit 0, even though every release w
 
 A streaming run stopped with Ctrl-C exits 0 after its summary: its counts cover a window the
 operator chose to end. The library (``DPStreamClusterer``) keeps raising or warning as before.
+The code is a function of exact counts: operator telemetry for the scheduler, like the summary, never
+something to pass on with the releases.
 """
 from __future__ import annotations
 
