@@ -177,3 +177,16 @@ def test_a_csv_read_in_blocks_releases_what_the_same_points_as_npy_release(tmp_p
                      f"--seed_registry={tmp_path}/registry-{ext}.jsonl"])
         outs.append((tmp_path / ext / "releases.jsonl").read_bytes())
     assert outs[0] == outs[1] and outs[0].count(b"\n") == 3
+
+
+def test_a_rerun_removes_the_earlier_non_private_evaluation_before_it_starts(tmp_path):
+    np.save(tmp_path / "x.npy", np.zeros((10, 2)))
+    out = tmp_path / "o"
+    (out / "non_private").mkdir(parents=True)
+    for f in ("non_private/evaluation.json", "non_private/report.png", "evaluation.json", "report.png"):
+        (out / f).write_text("an earlier run's")
+    job, _ = job_mod.parse_args([f"--input={tmp_path}/x.npy", "--dim=2", "--radius=1", "--tick_size=10",
+                                 "--horizon_ticks=1", f"--output={out}"])
+    job_mod.check_outputs(job)  # at launch, before any release is written: a Ctrl-C later leaves no mismatch
+    assert os.listdir(out / "non_private") == [] and not (out / "evaluation.json").exists()
+    assert not (out / "report.png").exists()
