@@ -115,6 +115,9 @@ def resolve(job) -> None:
             if n_cols != job.dim:
                 raise ValueError(f"{sp.path}: {n_cols} numeric column(s) ({', '.join(specs[i].columns)}) for --dim "
                                  f"{job.dim}: choose the columns with --columns")
+        elif sp.fmt == "numpy" and job.columns is not None:
+            raise ValueError(f"--columns applies to CSV, JSON and Parquet files; the rows of {sp.path} are the "
+                             f"points: save only the columns to cluster")
         elif sp.fmt in ("csv", "auto") and job.columns is not None and isinstance(job.columns[0], str):
             lines = _lines(_read_all(sp.path))
             header = csv_header_fields(lines[0], job.delimiter) if lines else []

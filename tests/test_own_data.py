@@ -303,3 +303,14 @@ def test_the_report_plane_is_a_pca_for_any_d_and_a_map_for_gps():
     assert _looks_like_gps(job)
     assert _looks_like_gps(SimpleNamespace(dim=2, columns=None, center=(48.85, 2.35), radius=0.5))
     assert not _looks_like_gps(SimpleNamespace(dim=2, columns=None, center=None, radius=12.0))
+
+
+def test_columns_on_a_npy_file_is_an_error_not_ignored(tmp_path):
+    from pipelines.formats import resolve
+    from pipelines.sources import plan_files
+    np.save(tmp_path / "x.npy", np.zeros((3, 4)))
+    specs, n, notes = plan_files(str(tmp_path / "x.npy"))
+    job = SimpleNamespace(files=specs, notes=notes, columns=(0, 1), delimiter=",", dim=2, tick_seconds=None,
+                          ts_unit="s")
+    with pytest.raises(ValueError, match="--columns applies to CSV, JSON and Parquet"):
+        resolve(job)
