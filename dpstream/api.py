@@ -115,6 +115,8 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
     release_ : the latest :class:`dpstream.release.Release`
     privacy_plan_ : the :class:`dpstream.privacy.PrivacyPlan`
     n_ticks_ : ticks consumed
+    labels_ : after ``fit(X)``, the index of each row of X's nearest released center (like X itself,
+        operator data: an assignment of the raw rows)
     n_clipped_ : points clipped onto the ball — operator telemetry, an exact
         count: never publish it with the releases.
 
