@@ -521,7 +521,8 @@ def _parse_record(element: Any, dim: int, fmt: str, batch_arrays: bool,
 
 def _parse_lines(lines: "Lines", dim: int, fmt: str, slot, rec: Record, opt: "TextOptions",
                  skew, batch_arrays: bool, points: list, dead: list) -> None:
-    """A block of lines: the plain-number CSV lines in one numpy conversion, the rest line by line."""
+    """A block of lines: the plain-number CSV lines in one numpy conversion, the rest line by line (their
+    points batched when they share the block's carrier time)."""
     fast = np.zeros(len(lines), dtype=bool)
     if fmt == "csv" and opt.delimiter == "," and opt.columns is None and batch_arrays:
         match = csv_bytes_re(dim).match
@@ -537,11 +538,23 @@ def _parse_lines(lines: "Lines", dim: int, fmt: str, slot, rec: Record, opt: "Te
             slots = keep.astype(np.int64) + slot if slot is not None else np.full(keep.size, -1, np.int64)
             ts = _as_seconds(rec.ts)[0]
             points.append(ParsedBatch(np.ascontiguousarray(vals[ok]), slots, ts, _message_id(rec.message_id), ts))
+    loose = []
     for i in np.flatnonzero(~fast):
         s_ = None if slot is None else slot + int(i)
         p_, d_ = _parse_record(Record(lines[i], s_, rec.ts, rec.message_id), dim, fmt, batch_arrays, skew, opt)
-        points.extend(p_)
+        loose.extend(p_)
         dead.extend(d_)
+    if batch_arrays and slot is not None and len(loose) > 1:
+        # points that share the block's carrier time (JSON lines without a "ts" of their own, CSV lines off the
+        # fast path) travel as one ParsedBatch; BatchIntoTicks sorts by slot, so the releases cannot tell
+        carrier, mid = _as_seconds(rec.ts)[0], _message_id(rec.message_id)
+        same = [p for p in loose if isinstance(p, ParsedPoint) and p.ts == carrier and p.publish_time == carrier]
+        if len(same) > 1:
+            points.append(ParsedBatch(np.stack([p.point for p in same]),
+                                      np.array([p.slot for p in same], dtype=np.int64), carrier, mid, carrier))
+            same_ids = {id(p) for p in same}
+            loose = [p for p in loose if id(p) not in same_ids]
+    points.extend(loose)
 
 
 # --------------------------------------------------------------------------- Beam

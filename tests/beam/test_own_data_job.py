@@ -164,19 +164,20 @@ def test_a_file_is_written_whole_or_not_at_all(tmp_path):
     assert path.read_text() == "old" and os.listdir(tmp_path) == ["centers.json"]
 
 
-def test_a_csv_read_in_blocks_releases_what_the_same_points_as_npy_release(tmp_path):
+def test_csv_and_json_read_in_blocks_release_what_the_same_points_as_npy_release(tmp_path):
     rng = np.random.default_rng(6)
     X = rng.normal(size=(900, 2)) * 3
     (tmp_path / "a.csv").write_text("".join(f"{float(a)!r},{float(b)!r}\n" for a, b in X))
+    (tmp_path / "a.jsonl").write_text("".join(json.dumps({"x": [float(a), float(b)]}) + "\n" for a, b in X))
     np.save(tmp_path / "a.npy", X)
     seed = _seed(tmp_path)
     outs = []
-    for ext in ("csv", "npy"):
+    for ext in ("csv", "jsonl", "npy"):
         job_mod.run([f"--input={tmp_path}/a.{ext}", "--dim=2", "--radius=12", "--k=3", "--tick_size=300",
                      "--horizon_ticks=3", f"--output={tmp_path}/{ext}", f"--seed_file={seed}",
                      f"--seed_registry={tmp_path}/registry-{ext}.jsonl"])
         outs.append((tmp_path / ext / "releases.jsonl").read_bytes())
-    assert outs[0] == outs[1] and outs[0].count(b"\n") == 3
+    assert outs[0] == outs[1] == outs[2] and outs[0].count(b"\n") == 3
 
 
 def test_a_rerun_removes_the_earlier_non_private_evaluation_before_it_starts(tmp_path):
