@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import numbers
+import time
 import warnings
 from dataclasses import fields
 from typing import Optional
@@ -27,6 +28,16 @@ _ADVANCED = [f.name for f in fields(EngineConfig)
                                "horizon_ticks", "neighbouring", "center")]
 
 DEFAULT_PARTIAL_FIT_HORIZON = 1024
+
+
+def progress_line(rel: Release, n_ticks: int, rows_done: int, t0: float) -> str:
+    """``fit(verbose=1)``'s line: tick, epoch and run exactly as the release's fields say them
+    (docs/job.md, "Reading releases back"), and the end-to-end rate (points consumed so far over the
+    wall time since ``fit`` started, release work included)."""
+    el = max(time.perf_counter() - t0, 1e-9)
+    return (f"[dpstream] tick {rel.tick}/{n_ticks} epoch {rel.epoch} run {rel.run} "
+            f"|F|={rel.n_candidate_centers} DP count ≈ {rel.count_estimate:,.0f}, ~{rows_done / el:,.0f} points/s "
+            f"end to end")
 
 
 class DPStreamWarning(UserWarning):
@@ -104,6 +115,8 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
     release_ : the latest :class:`dpstream.release.Release`
     privacy_plan_ : the :class:`dpstream.privacy.PrivacyPlan`
     n_ticks_ : ticks consumed
+    labels_ : after ``fit(X)``, the index of each row of X's nearest released center (like X itself,
+        operator data: an assignment of the raw rows)
     n_clipped_ : points clipped onto the ball — operator telemetry, an exact
         count: never publish it with the releases.
 
@@ -154,6 +167,24 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         p.pop("advanced", None)
         p.update(self.advanced)
         return p
+
+    def set_params(self, **params):
+        """scikit-learn's ``set_params``; an advanced parameter (any other EngineConfig field, e.g.
+        ``n_trees``) goes where ``__init__`` keeps it, so ``get_params``/``clone`` see it."""
+        adv = {k: params.pop(k) for k in list(params) if k in _ADVANCED}
+        super().set_params(**params)
+        if adv:
+            self.advanced = {**self.advanced, **adv}
+        return self
+
+    def plan(self, n_features: int, points_per_tick: Optional[float] = None) -> str:
+        """The privacy plan, block size, first tick with a full block and state bound of this
+        configuration for ``n_features`` dimensions, before any data (:mod:`dpstream.planning`;
+        the job's ``--plan_only``). ``points_per_tick`` default: ``tick_size``."""
+        from .planning import plan_text
+        cfg = self._config(int(n_features), DEFAULT_PARTIAL_FIT_HORIZON if self.horizon_ticks is None
+                           else self.horizon_ticks)
+        return plan_text(cfg, points_per_tick or self.tick_size)
 
     def _config(self, dim: int, horizon: int) -> EngineConfig:
         return EngineConfig(n_clusters=self.n_clusters, dim=dim, radius=self.radius, epsilon=self.epsilon,
@@ -223,7 +254,7 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
             raise ValueError("fit() makes ticks by counting rows (a position clock), which is differentially "
                              "private only under neighbouring='replace_one'; use partial_fit with one call per "
                              "fixed time interval for add_remove")
-        for attr in ("n_features_in_", "release_", "cluster_centers_"):
+        for attr in ("n_features_in_", "release_", "cluster_centers_", "labels_"):
             self.__dict__.pop(attr, None)
         X = self._check_X(X, allow_empty=False)
         n_ticks = math.ceil(X.shape[0] / self.tick_size)
@@ -234,13 +265,14 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
                              f"with runs={runs}; raise horizon_ticks, tick_size or runs (None: unbounded)")
         self._start(X.shape[1], horizon)
         every = max(1, n_ticks // 10)
+        t0 = time.perf_counter()
         for i, s in enumerate(range(0, X.shape[0], self.tick_size)):
             self._take(self._engine.step(X[s:s + self.tick_size]))
             if self.verbose and ((i + 1) % every == 0 or i + 1 == n_ticks):
                 rel = self.release_
-                print(f"[dpstream] tick {rel.tick}/{n_ticks} epoch {rel.epoch} |F|={rel.n_candidate_centers} "
-                      f"DP count ≈ {rel.count_estimate:,.0f}", flush=True)
+                print(progress_line(rel, n_ticks, min(X.shape[0], s + self.tick_size), t0), flush=True)
         self._n_seen = X.shape[0]
+        self.labels_ = self.predict(X)  # X's points by the released centers (sklearn's labels_)
         self._check_clipping()
         return self
 
@@ -266,7 +298,22 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         return idx
 
     def fit_predict(self, X, y=None) -> np.ndarray:
-        return self.fit(X).predict(X)
+        return self.fit(X).labels_
+
+    def transform(self, X) -> np.ndarray:
+        """Euclidean distances (n, k) from each row of X to each released center."""
+        if not hasattr(self, "cluster_centers_"):
+            raise ValueError("this DPStreamClusterer has no release yet; call fit or partial_fit first")
+        from .reader import ReleaseModel
+        return ReleaseModel(self.release_, self.objective).transform(self._check_X(X))
+
+    def score(self, X, y=None) -> float:
+        """Minus the cost of X under the released centers (higher is better, as in scikit-learn):
+        −Σ min squared distance for k-means, −Σ min distance for k-median."""
+        if not hasattr(self, "cluster_centers_"):
+            raise ValueError("this DPStreamClusterer has no release yet; call fit or partial_fit first")
+        dist = nearest_center(self._check_X(X), self.cluster_centers_)[1]
+        return -float((dist if self.objective == "kmedian" else dist ** 2).sum())
 
     def state_size(self, peak: bool = False) -> int:
         """Floats held in the engine's state, measured from its arrays (``peak=True``: the largest seen).

@@ -48,8 +48,16 @@ def assign_parts(x: np.ndarray, centers: np.ndarray, ring_base: float, n_rings: 
     return ring_of(dist, ring_base, n_rings, ratio), f
 
 
+CLIP_COUNT_TOLERANCE = 1e-6
+"""Public relative tolerance of the clipped *count*: a point within Λ·(1 + 1e-6) of the center is
+still projected onto the ball (the sensitivity bound needs it) but is not counted as clipped.
+float32 unit vectors have float64 norms up to 1 + 1.2e-7; counting them would report half of a
+set of unit embeddings as clipped at radius 1."""
+
+
 def clip_to_ball(x: np.ndarray, center: np.ndarray, radius: float):
     """Project points outside B(center, Λ) onto its boundary; returns (clipped, number clipped).
+    The count leaves out points within float rounding of the ball (:data:`CLIP_COUNT_TOLERANCE`).
 
     One pass computes every row's squared distance; rows whose square overflows (huge or
     infinite coordinates) take a slower path that scales by the largest coordinate first."""
@@ -70,8 +78,10 @@ def clip_to_ball(x: np.ndarray, center: np.ndarray, radius: float):
         y[odd] = unit * (radius / s)[:, None] * (1 - 1e-12)
         sq[odd] = 0.0
     over = sq > radius * radius
+    n_far = int(odd.sum())
     if over.any():
+        n_far += int(np.count_nonzero(sq[over] > (radius * (1 + CLIP_COUNT_TOLERANCE)) ** 2))
         y[over] *= (radius / np.sqrt(sq[over]) * (1 - 1e-12))[:, None]
     if not zero:
         y += center
-    return y, int(over.sum() + odd.sum())
+    return y, n_far

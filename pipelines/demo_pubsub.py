@@ -38,6 +38,14 @@ def private_workdir():
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+def centers_text(rel: dict) -> str:
+    """A release's run centers for the console, or "no data yet" when its DP coreset is empty (no block
+    of this run released yet: the centers would only be the ball's center)."""
+    if not rel.get("coreset_weights"):
+        return "no data yet"
+    return "  ".join(f"({c[0]:6.2f},{c[1]:6.2f})" for c in rel["centers"])
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--ticks", type=int, default=4, help="ticks per run, the job's --horizon_ticks T (default 4)")
@@ -108,7 +116,7 @@ def main(argv=None) -> int:
                     if seen == 0:
                         print(plan_table(rel["privacy"]) + "\n")
                     seen += 1
-                    cs = "  ".join(f"({c[0]:6.2f},{c[1]:6.2f})" for c in rel["centers"])
+                    cs = centers_text(rel)
                     print(f"run {rel['run']} tick {rel['tick']:2d} (global {rel['global_tick']:3d})  epoch {rel['epoch']}"
                           f"  DP count ≈ {rel['count_estimate']:6.0f}  run centers {cs}", flush=True)
                     if rel["run"] > 0:

@@ -149,7 +149,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "(looping for Pub/Sub, batch otherwise) (default auto)")
     g = ap.add_argument_group("report")
     g.add_argument("--report", action="store_true",
-                   help="after a batch run with --output, write centers.json, privacy_plan.md and report.png")
+                   help="after a batch run with --output, write centers.json and privacy_plan.md, and the "
+                        "NON-PRIVATE evaluation.json and report.png in <output>/non_private/")
+    from pipelines.user_options import add_options
+    add_options(ap)  # --columns, --delimiter, --ts_unit, --max_dead_letter_fraction, --plan_only, --version
     return ap
 
 
@@ -204,6 +207,12 @@ class Job:
     tick_timer: str = "batch"  # "batch" (one firing) | "looping" (one per tick; streaming)
     runs: Optional[int] = 1  # consecutive runs of horizon_ticks ticks each (public); None: unbounded
     window_runs: int = 1  # closed runs merged into each release's window_centers (0: all)
+    columns: Optional[tuple] = None  # --columns: names or indexes (pipelines.formats)
+    csv_columns: Optional[tuple] = None  # --columns resolved to CSV field indexes at launch
+    delimiter: str = ","
+    ts_unit: str = "s"
+    max_dead_letter_fraction: float = 0.5  # pipelines.exit_codes
+    plan_only: bool = False
 
     @property
     def local(self) -> bool:
@@ -247,6 +256,11 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
     """Our options → a validated :class:`Job`; Beam's → a list. Raises OptionError."""
     ap = build_parser()
     ns, rest = ap.parse_known_args(argv)
+    from pipelines import user_options
+    try:
+        user_options.prepare(ns)
+    except ValueError as e:
+        raise OptionError(str(e)) from None
     bns, unknown = _beam_parser().parse_known_args(rest)
     if unknown:
         raise OptionError(f"unknown option {unknown[0]!r} (see --help for dpstream's options; other options "
@@ -443,10 +457,16 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
     if streaming and job.tick_timer == "batch":
         raise OptionError("--tick_timer=batch needs a bounded input: a stream closes its ticks one by one (looping)")
     job.max_clock_skew_seconds = float(skew)
-    if source == "files":
+    try:
+        user_options.apply(job, ns)
+    except ValueError as e:
+        raise OptionError(str(e)) from None
+    if source == "files" and not job.plan_only:  # --plan_only reads no data, not even file headers
+        from pipelines.formats import resolve
         from pipelines.sources import plan_files
         try:
             job.files, job.n_slots, job.notes = plan_files(job.input, job.fmt, job.csv_header)
+            resolve(job)
         except ValueError as e:
             raise OptionError(str(e)) from None
     return job, rest
@@ -540,6 +560,7 @@ def build(p, job: Job, seed_path: str, source=None):
     from transforms.bicriteria import BicriteriaCenters, CenterRegistry
     from transforms.cluster import ClusterTicks, apply_stages
     from transforms.parse import ParsePoints
+    from pipelines.formats import text_options
     from transforms.tick_timer import TickSchedule
     from transforms.dedup import DedupByMessageId
     from pipelines import direct_specs
@@ -557,7 +578,8 @@ def build(p, job: Job, seed_path: str, source=None):
         for fmt, specs in sorted(by_fmt.items()):
             sfx = "" if len(by_fmt) == 1 else "_" + fmt
             records = p | ("ReadFiles" + sfx) >> ReadFileRecords(files=specs)
-            outs.append(records | ("ParsePoints" + sfx) >> ParsePoints(job.dim, fmt, batch_arrays=True))
+            outs.append(records | ("ParsePoints" + sfx) >> ParsePoints(job.dim, fmt, batch_arrays=True,
+                                                                       text_options=text_options(job, fmt)))
         if len(outs) == 1:
             points, dead_letter = outs[0].points, outs[0].dead_letter
         else:
@@ -579,8 +601,8 @@ def build(p, job: Job, seed_path: str, source=None):
                                                                        key_buckets=buckets)
             skew = job.max_clock_skew_seconds
         fmt = job.fmt or ("numpy" if job.source == "builtin" and source is None else "auto")
-        parsed = records | "ParsePoints" >> ParsePoints(job.dim, fmt, batch_arrays=True,
-                                                        max_clock_skew_seconds=skew)
+        parsed = records | "ParsePoints" >> ParsePoints(job.dim, fmt, batch_arrays=True, max_clock_skew_seconds=skew,
+                                                        text_options=text_options(job, fmt))
         points, dead_letter = parsed.points, parsed.dead_letter
     ticks = points | "BatchIntoTicks" >> _batch_into_ticks(job)
     mode = "streaming" if job.streaming or job.tick_timer == "looping" else "batch"
@@ -682,7 +704,13 @@ def run(argv: Optional[List[str]] = None, wait: bool = True):
 
 
 def launch(job: Job, beam_args: List[str], wait: bool = True):
-    """Build and run a parsed job (:func:`run` without the parsing)."""
+    """Build and run a parsed job (:func:`run` without the parsing). With ``--plan_only`` it prints
+    the plan (:mod:`dpstream.planning`) on stdout and returns its text instead of a result."""
+    if job.plan_only:
+        from dpstream.planning import plan_text
+        text = plan_text(engine_config(job), points_per_tick=job.tick_size)
+        print(text)
+        return text
     import apache_beam as beam
 
     seed_path = job.seed_file or private_seed_file()
@@ -732,6 +760,7 @@ def launch(job: Job, beam_args: List[str], wait: bool = True):
                  "∞" if job.total_ticks is None else job.total_ticks,
                  job.tick_seconds, horizon_span(job), "" if job.t_start_given else " (from the launch time)")
     tmp = tempfile.mkdtemp(prefix="dpstream-beam-")
+    atexit.register(shutil.rmtree, tmp, True)  # also after Ctrl-C
     result = _run_with_tempdir(p, tmp)
     if wait and not job.streaming:
         result.wait_until_finish()
@@ -757,7 +786,7 @@ def _run_with_tempdir(p, tmp: str):
 
 
 OUTPUT_FILES = ("releases.jsonl", "dead_letter.jsonl")
-REPORT_FILES = ("centers.json", "privacy_plan.md", "evaluation.json", "report.png")
+REPORT_FILES = ("centers.json", "privacy_plan.md", "non_private/evaluation.json", "non_private/report.png")
 
 
 def _local(path: Optional[str]) -> bool:
@@ -809,11 +838,14 @@ def check_outputs(job: Job) -> None:
         if job.streaming:  # the streaming file sink appends: start from empty files
             for f in again:
                 os.remove(f)
-    if _local(job.output) and not job.report:
-        stale = [n for n in REPORT_FILES if os.path.exists(os.path.join(job.output, n))]
-        if stale:
-            print(f"dpstream: note: {job.output} still holds {', '.join(stale)} of an earlier run (this run "
-                  f"does not rewrite them without --report)", file=sys.stderr)
+    from pipelines.outputs import check_remote, remove_stale_evaluation
+    if _local(job.output):
+        remove_stale_evaluation(job.output)  # an earlier run's NON-PRIVATE evaluation describes other releases
+    elif job.output and "://" in job.output:
+        try:
+            check_remote(job.output, "--output")
+        except ValueError as e:
+            raise OptionError(str(e)) from None
 
 
 _STEP_OPTIONS = {"WriteDeadLetters": "--dead_letter", "WriteReleases": "--output / --output_topic",
@@ -878,9 +910,10 @@ def print_summary(job: Job, result, file=None) -> dict:
 
 
 def main(argv: Optional[List[str]] = None) -> int:
-    """The ``dpstream`` command: exit 0 after a run (with its summary on stderr), 2 with one line on
-    an error in the options or in the run (``DPSTREAM_DEBUG=1`` shows Beam's traceback), 130 on Ctrl-C
-    of a batch run (Ctrl-C cancels a streaming run, prints its summary and exits 0)."""
+    """The ``dpstream`` command: exit 0 after a run (with its summary on stderr), 3 after the summary of
+    a batch run that is useless (:mod:`pipelines.exit_codes`), 2 with one line on an error in the options
+    or in the run (``DPSTREAM_DEBUG=1`` shows Beam's traceback), 130 on Ctrl-C of a batch run (Ctrl-C
+    cancels a streaming run, prints its summary and exits 0)."""
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for noisy in ("apache_beam", "absl"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -895,6 +928,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         job, beam_args = parse_args(argv)
         result = launch(job, beam_args)
+        if job.plan_only:
+            return 0
         if getattr(result, "state", None) is not None and "RUNNING" in str(result.state):
             try:
                 result.wait_until_finish()
@@ -906,6 +941,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         print(f"dpstream: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        from pipelines.outputs import remove_beam_temp
+        if job is not None:
+            remove_beam_temp(job)  # the file sinks' half-written folders
         print("dpstream: interrupted", file=sys.stderr)
         return 130
     except Exception as e:
@@ -916,8 +954,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     finally:
         for h in handlers:
             h.removeFilter(quiet)
-    print_summary(job, result)
-    return 0
+    from pipelines.exit_codes import EXIT_OK, EXIT_USELESS, useless_reason
+    why = useless_reason(job, print_summary(job, result))
+    if why:
+        print(f"dpstream: exit {EXIT_USELESS}: the run is useless: {why}", file=sys.stderr)
+        return EXIT_USELESS
+    return EXIT_OK
 
 
 if __name__ == "__main__":

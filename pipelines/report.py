@@ -6,12 +6,16 @@ release's centers) and ``privacy_plan.md`` (the ledger every release carries).
 It then reads the raw input again in this process — the built-in stream, or the
 ``.npy``, ``.csv`` and ``.jsonl`` files of ``--input`` when they are on a local disk,
 parsed as the job parsed them (same format, same CSV header rule, same slots and
-ticks) — and writes ``evaluation.json`` and ``report.png``: the cost of the released
+ticks) — and writes ``non_private/evaluation.json`` and ``non_private/report.png``: the cost of the released
 centers against a non-private clustering of the same points (k-means: Σ squared
 distances against scikit-learn's KMeans; k-median: Σ distances against weighted
 Lloyd with Weiszfeld medians), on the whole stream and on each prefix of ticks.
 Those two files are **NON-PRIVATE** (they read and draw the raw points): for the
-operator, never for the release channel. When the evaluation cannot be made it says
+operator, never for the release channel, so they live in their own folder, never beside the
+releases (:mod:`pipelines.outputs`); an earlier run's evaluation is removed first, and every
+file is written under a temporary name and renamed. ``report.png`` shows the data and centers
+in the plane of the raw points' first two principal components (any d; a GPS pair (lat, lon)
+is drawn as a map, longitude on x). When the evaluation cannot be made it says
 why. It prints a progress line while it works (the evaluation is the slow part).
 """
 from __future__ import annotations
@@ -74,7 +78,7 @@ def raw_points(job) -> Tuple[Optional[np.ndarray], Optional[np.ndarray], str]:
         xs, ss, tss = [], [], []
         prog = _Progress("reading the input again", len(specs))
         for i, spec in enumerate(specs):
-            x, s, t = _read_points(spec, job.dim)
+            x, s, t = _read_points(spec, job.dim, job)
             xs.append(x)
             ss.append(s)
             tss.append(t)
@@ -93,12 +97,14 @@ def raw_points(job) -> Tuple[Optional[np.ndarray], Optional[np.ndarray], str]:
     return X[keep], ticks[keep], ""
 
 
-def _read_points(spec, dim: int):
+def _read_points(spec, dim: int, job=None):
     """(points, slots, ts) of one file's valid records, parsed as the job parses them."""
+    from pipelines.formats import read_parquet, text_options
     from transforms.parse import ParsedBatch, Record, parse_record
 
     if spec.fmt == "numpy":
-        arr = np.load(spec.path, allow_pickle=False)
+        arr = read_parquet(spec.path, spec.columns) if spec.path.lower().endswith(".parquet") \
+            else np.load(spec.path, allow_pickle=False)
         if arr.ndim != 2 or arr.shape[1] != dim or arr.dtype.kind not in "iuf":
             return np.zeros((0, dim)), np.zeros(0, np.int64), np.zeros(0)
         X = arr.astype(np.float64)
@@ -110,8 +116,9 @@ def _read_points(spec, dim: int):
     if spec.skip_header:
         lines = lines[1:]
     pts, slots, ts = [], [], []
+    opts = text_options(job, spec.fmt) if job is not None else None
     for i, line in enumerate(lines):  # the report, not a DoFn: one pass over a local file
-        got, _ = parse_record(Record(line, spec.offset + i), dim, spec.fmt)
+        got, _ = parse_record(Record(line, spec.offset + i), dim, spec.fmt, text_options=opts)
         for p in got:
             if isinstance(p, ParsedBatch):
                 continue
@@ -136,16 +143,19 @@ def _reference(X: np.ndarray, k: int, objective: str, n_init: int) -> Tuple[np.n
 def write_report(job, log=print) -> dict:
     from dpstream.offline import cost
 
+    from pipelines.outputs import non_private_dir, remove_stale_evaluation, write_atomic, write_text_atomic
+
+    out = job.output
+    remove_stale_evaluation(out)
     rels = read_releases(job.releases_path)
     if not rels:
         raise RuntimeError(f"{job.releases_path} holds no release")
     last = rels[-1]
-    out = job.output
-    with open(os.path.join(out, "centers.json"), "w") as fh:
-        json.dump({"tick": last["tick"], "epoch": last["epoch"], "centers": last["centers"]}, fh, indent=1)
+    write_text_atomic(os.path.join(out, "centers.json"),
+                      json.dumps({"tick": last["tick"], "epoch": last["epoch"], "centers": last["centers"]},
+                                 indent=1))
     table = plan_table(last["privacy"])
-    with open(os.path.join(out, "privacy_plan.md"), "w") as fh:
-        fh.write(table + "\n")
+    write_text_atomic(os.path.join(out, "privacy_plan.md"), table + "\n")
     summary = {"releases": len(rels), "first_tick": rels[0]["tick"], "last_tick": last["tick"],
                "epochs": last["epoch"] + 1, "dp_count_estimate": last["count_estimate"]}
     log(table)
@@ -155,10 +165,7 @@ def write_report(job, log=print) -> dict:
 
     X, ticks, why = raw_points(job)
     if X is None:
-        for stale in ("evaluation.json", "report.png"):  # an earlier run's evaluation would mislead
-            if os.path.exists(os.path.join(out, stale)):
-                os.remove(os.path.join(out, stale))
-        log(f"no evaluation.json / report.png: {why}")
+        log(f"no non_private/evaluation.json / report.png: {why}")
         log(f"wrote {out}/releases.jsonl, dead_letter.jsonl, centers.json, privacy_plan.md")
         summary["evaluation"] = f"not written: {why}"
         return summary
@@ -197,30 +204,64 @@ def write_report(job, log=print) -> dict:
         evaluation["prefix_sample"] = f"prefixes with more than {PREFIX_SAMPLE} points are scored on a uniform " \
                                       f"sample of {PREFIX_SAMPLE}"
     summary.update(cost_ratio_final=final_ratio)
-    with open(os.path.join(out, "evaluation.json"), "w") as fh:
-        json.dump(evaluation, fh, indent=1)
+    private_out = non_private_dir(out)
+    write_text_atomic(os.path.join(private_out, "evaluation.json"), json.dumps(evaluation, indent=1))
     wrote = "evaluation.json"
     try:
-        _plot(X, np.asarray(last["centers"]), ref_centers, prefix, os.path.join(out, "report.png"), objective)
+        write_atomic(os.path.join(private_out, "report.png"),
+                     lambda tmp: _plot(X, np.asarray(last["centers"]), ref_centers, prefix, tmp, objective,
+                                       gps=_looks_like_gps(job)))
         wrote += ", report.png"
     except Exception as exc:  # the plot is optional; the releases are already written
         warnings.warn(f"report.png not written: {exc}")
     log(f"[NON-PRIVATE evaluation, operator only] final {name} of the released centers / the same cost of "
         f"{ref_name} on the same {X.shape[0]:,} points = {final_ratio:.3f}")
-    log(f"wrote {out}/releases.jsonl, dead_letter.jsonl, centers.json, privacy_plan.md, {wrote} "
-        f"(evaluation.json and report.png are NON-PRIVATE)")
+    log(f"wrote {out}/releases.jsonl, dead_letter.jsonl, centers.json, privacy_plan.md; the NON-PRIVATE "
+        f"{wrote} (operator only, never publish) in {private_out}/")
+    summary["non_private_dir"] = private_out
     return summary
 
 
-def _plot(X, centers, ref_centers, prefix, path, objective="kmeans"):
+def _looks_like_gps(job) -> bool:
+    """A 2-D job whose public center or columns say (lat, lon): drawn as a map, longitude on x."""
+    cols = [str(c).lower() for c in (getattr(job, "columns", None) or ())]
+    if job.dim != 2:
+        return False
+    if cols and cols[0].startswith("lat") and cols[1].startswith(("lon", "lng")):
+        return True
+    c = job.center
+    return c is not None and abs(c[0]) <= 90 and abs(c[1]) <= 180 and job.radius <= 10
+
+
+def plane(X: np.ndarray, gps: bool = False):
+    """A function mapping (n, d) points to the 2-D plane report.png draws, and the axis labels:
+    the raw points' first two principal components (NON-PRIVATE: fitted on the raw points), the
+    coordinates themselves at d ≤ 2, and (lon, lat) for a GPS pair stored as (lat, lon)."""
+    d = X.shape[1]
+    if d == 1:
+        return (lambda a: np.column_stack([a[:, 0], np.zeros(len(a))])), ("x0", "")
+    if d == 2:
+        if gps:
+            return (lambda a: a[:, ::-1]), ("longitude", "latitude")
+        return (lambda a: a), ("x0", "x1")
+    mu = X.mean(axis=0)
+    sample = X[np.random.default_rng(0).choice(X.shape[0], size=min(20000, X.shape[0]), replace=False)]
+    _, _, vt = np.linalg.svd(sample - mu, full_matrices=False)
+    W = vt[:2].T
+    return (lambda a: (a - mu) @ W), ("principal component 1", "principal component 2")
+
+
+def _plot(X, centers, ref_centers, prefix, path, objective="kmeans", gps=False):
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    proj, (xlabel, ylabel) = plane(X, gps)
+
     def xy(a):
-        a = np.asarray(a, dtype=float).reshape(len(a), -1)
-        return (a[:, 0], a[:, 1]) if a.shape[1] >= 2 else (a[:, 0], np.zeros(len(a)))
+        p = proj(np.asarray(a, dtype=float).reshape(len(a), -1))
+        return p[:, 0], p[:, 1]
 
     label = "k-means" if objective == "kmeans" else "k-median"
     fig, ax = plt.subplots(1, 2, figsize=(11, 4.5))
@@ -230,7 +271,9 @@ def _plot(X, centers, ref_centers, prefix, path, objective="kmeans"):
     ax[0].scatter(*xy(centers), marker="o", facecolors="none", edgecolors="r", s=80,
                   label="dpstream (DP release)")
     ax[0].legend(loc="best", fontsize=8)
-    ax[0].set_title("final centers (first two coordinates)" if X.shape[1] >= 2 else "final centers")
+    ax[0].set_xlabel(xlabel)
+    ax[0].set_ylabel(ylabel)
+    ax[0].set_title("final centers" + (" (PCA of the raw points)" if X.shape[1] > 2 else ""))
     if prefix:
         t, r = zip(*prefix)
         ax[1].plot(t, r, "o-")
@@ -240,5 +283,5 @@ def _plot(X, centers, ref_centers, prefix, path, objective="kmeans"):
     ax[1].set_title("release quality over the stream")
     fig.suptitle("NON-PRIVATE evaluation (operator only): never publish", fontsize=9, color="darkred")
     fig.tight_layout()
-    fig.savefig(path, dpi=90)
+    fig.savefig(path, dpi=90, format="png")
     plt.close(fig)

@@ -1,4 +1,4 @@
-"""Sources of the main job: file globs (.npy, .csv, .jsonl), Pub/Sub, the built-in stream.
+"""Sources of the main job: file globs (.npy, .parquet, .csv, .jsonl), Pub/Sub, the built-in stream.
 
 Every source emits :class:`transforms.parse.Record` elements. A bounded source
 assigns each record its **slot** (its raw line or row index in the whole input,
@@ -17,16 +17,17 @@ import numpy as np
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from transforms.parse import Record
+from transforms.parse import LINES_BLOCK, Lines, Record
 
-FILE_FORMATS = {".npy": "numpy", ".csv": "csv", ".jsonl": "json", ".json": "json", ".ndjson": "json"}
+FILE_FORMATS = {".npy": "numpy", ".parquet": "parquet", ".csv": "csv", ".jsonl": "json", ".json": "json",
+                ".ndjson": "json"}
 NPY_CHUNK_ROWS = 8192
 
 
 def file_format(path: str) -> str:
     ext = os.path.splitext(path)[1].lower()
     if ext not in FILE_FORMATS:
-        raise ValueError(f"cannot read {path}: use .npy, .csv or .jsonl files")
+        raise ValueError(f"cannot read {path}: use .npy, .parquet, .csv or .jsonl files")
     return FILE_FORMATS[ext]
 
 
@@ -88,6 +89,9 @@ def _text_info(path: str) -> Tuple[int, bytes]:
 def count_slots(path: str, skip_header: bool = False) -> int:
     """Records a file holds: rows of a .npy, lines of a text file (less its header line with
     ``skip_header``: a header keeps no slot)."""
+    if file_format(path) == "parquet":
+        from pipelines.formats import parquet_rows
+        return parquet_rows(path)
     if file_format(path) == "numpy":
         shape = npy_header(path)[0]
         return int(shape[0]) if len(shape) >= 1 else 1
@@ -111,6 +115,7 @@ class FileSpec(NamedTuple):
     offset: int
     fmt: str
     skip_header: bool = False
+    columns: Optional[tuple] = None  # a .parquet file: the columns read (names), in order
 
 
 def _looks_like_header(first: bytes) -> bool:
@@ -147,7 +152,11 @@ def plan_files(pattern: str, fmt: Optional[str] = None, csv_header: bool = False
     specs, off, notes = [], 0, []
     for p in paths:
         ext_fmt = file_format(p)
-        if fmt is None:
+        if ext_fmt == "parquet":  # columns become one numeric array: parsed as numpy rows
+            if fmt not in (None, "numpy"):
+                raise ValueError(f"--format {fmt} cannot read {p} (a Parquet file): drop --format")
+            f = "numpy"
+        elif fmt is None:
             f = ext_fmt
         elif fmt == "numpy" or ext_fmt == "numpy":
             if fmt != ext_fmt:
@@ -158,7 +167,10 @@ def plan_files(pattern: str, fmt: Optional[str] = None, csv_header: bool = False
             f = fmt
         skip = bool(csv_header) and (f == "csv" or (f == "auto" and ext_fmt == "csv"))
         try:
-            if ext_fmt == "numpy":
+            if ext_fmt == "parquet":
+                from pipelines.formats import parquet_rows
+                n = parquet_rows(p)
+            elif ext_fmt == "numpy":
                 shape = npy_header(p)[0]
                 n = int(shape[0]) if len(shape) >= 1 else 1
             else:
@@ -183,7 +195,12 @@ class _ReadFileFn(beam.DoFn):
         path, offset = element[0], element[1]
         skip_header = len(element) > 3 and element[3]
         fmt = file_format(path)
-        if fmt == "numpy":
+        if fmt == "parquet":
+            from pipelines.formats import read_parquet
+            arr = read_parquet(path, element[4] if len(element) > 4 else None)
+            for i in range(0, arr.shape[0], NPY_CHUNK_ROWS):
+                yield Record(arr[i:i + NPY_CHUNK_ROWS], offset + i)
+        elif fmt == "numpy":
             arr = np.load(io.BytesIO(_read_all(path)), allow_pickle=False)
             if arr.ndim != 2:  # one record: ParsePoints dead-letters a wrong shape with its reason
                 yield Record(arr, offset)
@@ -194,8 +211,8 @@ class _ReadFileFn(beam.DoFn):
             lines = _lines(_read_all(path))
             if skip_header:
                 lines = lines[1:]  # the header keeps no slot: slots count data rows
-            for i, line in enumerate(lines):
-                yield Record(line, offset + i)
+            for i in range(0, len(lines), LINES_BLOCK):  # blocks: ParsePoints converts their numbers at once
+                yield Record(Lines(lines[i:i + LINES_BLOCK]), offset + i)
 
 
 class ReadFileRecords(beam.PTransform):

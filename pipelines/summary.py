@@ -29,6 +29,11 @@ from typing import Dict, List, Optional
 
 from transforms.parse import NAMESPACE, REASONS
 
+# Every counter the job keeps: operator_counts lists them all, 0 when nothing happened
+COUNTERS = ("read", "valid", "dead_letter") + tuple("dead_letter_" + r for r in REASONS) + (
+    "ticked", "outside_horizon", "no_clock", "after_deadline", "arrived_after_deadline", "after_close",
+    "redeliveries_dropped", "after_dedup_ttl", "points_processed", "clipped", "ticks_released")
+
 # What a dead-letter reason usually means, and the option to check.
 _REASON_HINTS = {
     "wrong_dimension": "the records do not have --dim values each: check --dim (and --format)",
@@ -57,7 +62,7 @@ def operator_counts(result) -> Dict[str, int]:
     attempted where the runner commits none). Exact counts: operator telemetry, never a release."""
     from apache_beam.metrics.metric import MetricsFilter
 
-    out: Dict[str, int] = {}
+    out: Dict[str, int] = dict.fromkeys(COUNTERS, 0)  # every counter, zeros included
     for c in result.metrics().query(MetricsFilter().with_namespace(NAMESPACE))["counters"]:
         v = c.committed if c.committed is not None else c.attempted
         out[c.key.metric.name] = out.get(c.key.metric.name, 0) + int(v or 0)
@@ -130,6 +135,8 @@ def summary_lines(job, c: Dict[str, int]) -> List[str]:
     w = max(len(r[0]) for r in rows)
     out = ["dpstream: run summary (operator telemetry: exact counts, never publish them with the releases)"]
     out += [f"  {name:<{w}}  {_n(v):>12}  {note}".rstrip() for name, v, note in rows]
+    if getattr(job, "report", False) and getattr(job, "output", None):
+        out.append(f"  the NON-PRIVATE evaluation (operator only, never publish): {job.output.rstrip('/')}/non_private/")
     return out
 
 
@@ -174,7 +181,7 @@ def run_warnings(job, c: Dict[str, int]) -> List[str]:
     if job.clock == "event_time" and outside and outside * 2 > max(1, timed):
         hint = (f"ticks 1..{job.total_ticks or '∞'} of --tick_seconds {job.tick_seconds:g} span {horizon_span(job)}; "
                 f"check --t_start (the time your data starts: ISO 8601 like 2026-12-01T10:00:00Z or Unix "
-                f"seconds), --tick_seconds and --horizon_ticks")
+                f"seconds), --tick_seconds and --horizon_ticks; numeric \"ts\" in milliseconds need --ts_unit ms")
         if not getattr(job, "t_start_given", True):
             hint += " (--t_start was not given, so the horizon started at the launch time)"
         out.append(f"{_n(outside)} of {_n(timed)} timestamped records ({_pct(outside, timed)}) fell outside the "
@@ -191,12 +198,21 @@ def run_warnings(job, c: Dict[str, int]) -> List[str]:
         center = "the origin" if job.center is None else "(" + ", ".join(f"{v:g}" for v in job.center) + ")"
         out.append(f"{_n(clipped)} of {_n(processed)} clustered points ({_pct(clipped, processed)}) lay outside "
                    f"the ball of --radius {job.radius:g} around {center} and were clipped onto its boundary: "
-                   f"check --radius and --center (e.g. GPS data needs --center at your region, see "
-                   f"docs/choosing-parameters.md)")
+                   f"check --radius and --center ({clip_hint(job.dim)}, see docs/choosing-parameters.md)")
     if read and processed == 0:
         out.append("no record reached the clusterer: every release holds noise only (see the warnings above)"
                    if out else "no record reached the clusterer: every release holds noise only")
     return ["dpstream: warning: " + w for w in out]
+
+
+def clip_hint(dim: int) -> str:
+    """What usually sets the ball, for data of this dimension."""
+    if dim == 2:
+        return "GPS (lat, lon) data needs --center at your region and --radius in degrees"
+    if dim >= 32:
+        return ("embeddings: unit-normalised vectors need --radius 1; otherwise the largest norm your model "
+                "can produce")
+    return "the ball must hold your points' possible range, fixed from domain knowledge"
 
 
 def report(job, counts: Dict[str, int]) -> List[str]:

@@ -17,14 +17,15 @@ def _options():
     return {s for a in build_parser()._actions for s in a.option_strings}
 
 
-@pytest.mark.parametrize("doc", ["README.md", "docs/choosing-parameters.md", "SECURITY.md"])
+@pytest.mark.parametrize("doc", ["README.md", "docs/choosing-parameters.md", "SECURITY.md", "docs/job.md",
+                                 "docs/library.md", "docs/internals.md"])
 def test_every_option_the_docs_name_exists(doc):
     text = (ROOT / doc).read_text(encoding="utf-8")
     named = set(re.findall(r"(?<![\w-])--[a-z][a-z_]+", text))
     beam_or_make = {"--runner", "--project", "--region", "--direct_num_workers", "--direct_running_mode",
                     "--compile-bytecode", "--print-only", "--parameters", "--image", "--sdk-language",
                     "--metadata-file", "--template-file-gcs-location", "--service-account-email", "--sweep",
-                    "--host", "--port", "--subscription", "--timeout", "--max_releases"}
+                    "--host", "--port", "--subscription", "--timeout", "--max_releases", "--seeds", "--dry_run"}
     unknown = named - _options() - beam_or_make
     assert not unknown, f"{doc} names options the job does not have: {sorted(unknown)}"
 
@@ -95,3 +96,17 @@ def test_every_invariant_cited_in_the_repository_is_defined():
             continue
         cited |= set(re.findall(r"(?<![\w/])P(\d+)(?![\w.])", path.read_text(encoding="utf-8", errors="ignore")))
     assert cited - defined == set(), f"cited but not defined in docs/privacy.md: {sorted(cited - defined)}"
+
+
+def test_the_readme_is_a_front_page_that_links_the_moved_docs():
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) <= 150
+    for doc in ("docs/job.md", "docs/library.md", "docs/internals.md", "docs/choosing-parameters.md"):
+        assert doc in text and (ROOT / doc).exists()
+    assert "non_private/" in text  # where the NON-PRIVATE evaluation goes
+
+
+def test_the_guide_has_a_utility_table_and_a_paragraph_to_sign():
+    text = GUIDE.read_text(encoding="utf-8")
+    assert "### Utility against ε" in text and "| 0.25 |" in text and "| 4 |" in text
+    assert "What you can tell a compliance reviewer" in text

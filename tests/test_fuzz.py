@@ -169,6 +169,17 @@ def _json_verdict(obj):
         return "nan_or_inf"
     if obj.get("ts") is not None:
         ts = obj["ts"]
+        if isinstance(ts, str):  # an ISO 8601 time with a zone is a timestamp
+            import datetime
+            try:
+                dt = datetime.datetime.fromisoformat(ts.strip()[:-1] + "+00:00" if ts.strip()[-1:] in "zZ"
+                                                     else ts.strip())
+                if dt.tzinfo is None:
+                    return "bad_ts"
+                dt.timestamp()
+            except (ValueError, OverflowError, OSError):
+                return "bad_ts"
+            return vals
         if isinstance(ts, bool) or not isinstance(ts, (int, float)):
             return "bad_ts"
         try:

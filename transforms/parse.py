@@ -20,8 +20,11 @@ For convenience a bare ``str``/``bytes``/``ndarray`` is read as
 
 Formats
 -------
-* JSON: an object ``{"x": [x_1, ..., x_dim]}`` with an optional numeric
-  ``"ts"`` (seconds since the epoch). The record's own ``ts`` wins over the
+* JSON: an object ``{"x": [x_1, ..., x_dim]}`` with an optional ``"ts"``: a
+  number (seconds since the epoch, or the public ``ts_unit``: ``ms``, ``us``) or an
+  ISO 8601 string with a time zone (``"2026-12-01T10:00:00Z"``). With ``columns``
+  the point is read from the named keys (``{"lat": …, "lon": …}``) or from those
+  indexes of ``"x"``. The record's own ``ts`` wins over the
   carrier's ``Record.ts`` as the event time (the publish time is the fallback
   clock). With ``max_clock_skew_seconds`` set, a ``"ts"`` later than the carrier's
   time plus that public skew is dead-lettered (``ts_in_future``): a record cannot
@@ -30,7 +33,10 @@ Formats
   must be JSON numbers: booleans and numeric strings are rejected
   (``non_numeric``).
 * CSV: ``dim`` comma-separated decimal numbers (ASCII digits, optional sign,
-  fraction and exponent; surrounding blanks and a UTF-8 BOM are ignored).
+  fraction and exponent; surrounding blanks and a UTF-8 BOM are ignored); another
+  ``delimiter`` (``;``, a tab …) and ``columns`` (0-based field indexes: the other
+  fields may hold anything, e.g. a user id) are options. A line with one field
+  where another common delimiter appears says so in its dead letter's detail.
 * numpy: an integer or floating array (``bool``, complex, object, string dtypes
   are ``non_numeric``). A 2-D array of m ≥ 1 rows holds **m items**; row ``i``
   gets slot ``slot + i`` (``None`` if ``slot`` is ``None``) and shares the
@@ -85,6 +91,9 @@ import numpy as np
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
+
+from transforms.text_formats import (DEFAULT_TEXT, LINES_BLOCK, TS_UNITS, Lines, TextOptions,  # noqa: F401
+                                     csv_bytes_re, delimiter_hint, iso_seconds)
 
 DEAD_LETTER = "dead_letter"
 MAIN = "points"
@@ -169,9 +178,11 @@ def records_from_arrays(arrays: Iterable[np.ndarray], start_slot: int = 0,
 
 def count_items(raw: Any) -> int:
     """How many items (points or dead letters) a record's ``raw`` holds: ``m`` for a
-    2-D array of ``m ≥ 1`` rows, otherwise 1. Computed before parsing."""
+    2-D array of ``m ≥ 1`` rows or a block of m lines, otherwise 1. Computed before parsing."""
     if isinstance(raw, np.ndarray) and raw.ndim == 2 and raw.shape[0] >= 1:
         return int(raw.shape[0])
+    if isinstance(raw, Lines):
+        return max(1, len(raw))
     return 1
 
 
@@ -247,12 +258,15 @@ def _message_id(mid: Any) -> Optional[str]:
     return str(mid)
 
 
-def _json_ts(ts: Any) -> Tuple[Optional[float], Optional[str]]:
-    """The JSON "ts" field: a JSON number (not a boolean), finite."""
+def _json_ts(ts: Any, unit: str = "s") -> Tuple[Optional[float], Optional[str]]:
+    """The JSON "ts" field: a JSON number (not a boolean) in ``unit``, or an ISO 8601 string
+    with a zone; finite seconds."""
+    if isinstance(ts, str):
+        return iso_seconds(ts)
     if isinstance(ts, bool) or not isinstance(ts, (int, float)):
-        return None, f'"ts" must be a number, got {type(ts).__name__}'
+        return None, f'"ts" must be a number or an ISO 8601 string, got {type(ts).__name__}'
     try:
-        v = float(ts)
+        v = float(ts) / TS_UNITS[unit] if unit != "s" else float(ts)
     except OverflowError:
         return None, '"ts" overflows float64'
     if not math.isfinite(v):
@@ -267,14 +281,24 @@ def _dead(raw_text: str, reason: str, detail: str, slot, ts, mid) -> dict:
             "ts": ts, "message_id": mid}
 
 
-def _parse_values_json(obj: Any, dim: int) -> Tuple[Optional[np.ndarray], Optional[str], str]:
+def _parse_values_json(obj: Any, dim: int, columns=None) -> Tuple[Optional[np.ndarray], Optional[str], str]:
     if not isinstance(obj, dict):
         return None, "not_object", f"expected a JSON object, got {type(obj).__name__}"
-    if "x" not in obj:
-        return None, "missing_x", 'no "x" key'
-    x = obj["x"]
-    if not isinstance(x, list):
-        return None, "wrong_type", f'"x" must be a list, got {type(x).__name__}'
+    if columns is not None and isinstance(columns[0], str):  # named keys: {"lat": …, "lon": …}
+        missing = [c for c in columns if c not in obj]
+        if missing:
+            return None, "missing_x", f"no {missing[0]!r} key (the columns are {', '.join(columns)})"
+        x = [obj[c] for c in columns]
+    else:
+        if "x" not in obj:
+            return None, "missing_x", 'no "x" key'
+        x = obj["x"]
+        if not isinstance(x, list):
+            return None, "wrong_type", f'"x" must be a list, got {type(x).__name__}'
+        if columns is not None:
+            if len(x) <= max(columns):
+                return None, "wrong_dimension", f'"x" has {len(x)} values; the columns need {max(columns) + 1}'
+            x = [x[c] for c in columns]
     if len(x) != dim:
         return None, "wrong_dimension", f"expected {dim} values, got {len(x)}"
     for i, v in enumerate(x):
@@ -293,15 +317,20 @@ def _csv_line_re(dim: int):
     return re.compile(num + ("," + num) * (dim - 1) + r"\Z", re.ASCII)
 
 
-def _parse_values_csv(text: str, dim: int) -> Tuple[Optional[np.ndarray], Optional[str], str]:
-    if _csv_line_re(dim).match(text):  # fast path: dim plain decimal numbers
+def _parse_values_csv(text: str, dim: int, delimiter: str = ",",
+                      columns=None) -> Tuple[Optional[np.ndarray], Optional[str], str]:
+    if delimiter == "," and columns is None and _csv_line_re(dim).match(text):  # fast path: dim plain numbers
         return _finite(np.array(text.split(","), dtype=np.float64))
-    fields = text.split(",")
-    if len(fields) != dim:
-        return None, "wrong_dimension", f"expected {dim} values, got {len(fields)}"
+    fields = text.split(delimiter)
+    need = dim if columns is None else max(columns) + 1
+    if (len(fields) != dim) if columns is None else (len(fields) < need):
+        hint = delimiter_hint(text, delimiter) if len(fields) == 1 else ""
+        return None, "wrong_dimension", f"expected {need if columns is not None else dim} values, got " \
+                                        f"{len(fields)}{hint}"
+    idx = range(dim) if columns is None else columns
     vals = []
-    for i, f in enumerate(fields):
-        f = f.strip()
+    for i in idx:
+        f = fields[i].strip()
         if _NUMBER.match(f):
             vals.append(float(f))  # '1e999' -> inf, caught below
         elif f.lower() in _NONFINITE_WORDS:
@@ -375,7 +404,8 @@ def _as_record(element: Any) -> Record:
 
 
 def parse_record(element: Any, dim: int, fmt: str = "auto", batch_arrays: bool = False,
-                 max_clock_skew_seconds: Optional[float] = None) -> Tuple[List[Any], List[dict]]:
+                 max_clock_skew_seconds: Optional[float] = None,
+                 text_options: Optional["TextOptions"] = None) -> Tuple[List[Any], List[dict]]:
     """Parse one element into ``(points, dead_letters)``; never raises.
 
     ``len(points) + len(dead_letters) == count_items(record.raw)`` always, where a
@@ -383,9 +413,11 @@ def parse_record(element: Any, dim: int, fmt: str = "auto", batch_arrays: bool =
     A field whose own conversion raises (a hostile ``__str__``/``__float__``) makes
     ``internal_error`` dead letters that keep the record's slot when it is valid.
     ``max_clock_skew_seconds`` (None: no check) dead-letters a JSON ``"ts"`` later than the
-    record's carrier time (``Record.ts``, the publish time) plus the skew (``ts_in_future``)."""
+    record's carrier time (``Record.ts``, the publish time) plus the skew (``ts_in_future``).
+    ``text_options``: the CSV delimiter, the columns and the JSON ts unit (:class:`TextOptions`)."""
     try:
-        return _parse_record(element, dim, fmt, batch_arrays, max_clock_skew_seconds)
+        return _parse_record(element, dim, fmt, batch_arrays, max_clock_skew_seconds,
+                             text_options or DEFAULT_TEXT)
     except Exception as e:
         try:
             n = count_items(_as_record(element).raw)
@@ -408,7 +440,9 @@ def _safe_show(element: Any) -> str:
 
 
 def _parse_record(element: Any, dim: int, fmt: str, batch_arrays: bool,
-                  max_clock_skew_seconds: Optional[float] = None) -> Tuple[List[Any], List[dict]]:
+                  max_clock_skew_seconds: Optional[float] = None,
+                  opt: "TextOptions" = None) -> Tuple[List[Any], List[dict]]:
+    opt = opt or DEFAULT_TEXT
     rec = _as_record(element)
     raw = rec.raw
     points: List[ParsedPoint] = []
@@ -427,6 +461,10 @@ def _parse_record(element: Any, dim: int, fmt: str, batch_arrays: bool,
                 dead.append(_dead(_show(raw[i]), reason, detail, None if slot is None else slot + i, ts_, mid))
         return points, dead
 
+    if isinstance(raw, Lines) and len(raw) and not slot_err and not ts_err \
+            and (slot is None or slot + len(raw) <= MAX_SLOT):
+        _parse_lines(raw, dim, fmt, slot, rec, opt, max_clock_skew_seconds, batch_arrays, points, dead)
+        return points, dead
     if slot_err:
         return one("bad_slot", slot_err)
     if ts_err:
@@ -458,9 +496,9 @@ def _parse_record(element: Any, dim: int, fmt: str, batch_arrays: bool,
             obj = json.loads(text)
         except Exception as e:  # JSONDecodeError, RecursionError, ValueError (huge ints)
             return one("malformed_json", f"not valid JSON ({type(e).__name__}: {e})"[:200])
-        vec, reason, detail = _parse_values_json(obj, dim)
+        vec, reason, detail = _parse_values_json(obj, dim, opt.columns)
         if vec is not None and obj.get("ts") is not None:
-            jts, jerr = _json_ts(obj["ts"])
+            jts, jerr = _json_ts(obj["ts"], opt.ts_unit)
             if jerr:
                 return one("bad_ts", jerr)
             if max_clock_skew_seconds is not None and publish_time is not None \
@@ -470,7 +508,7 @@ def _parse_record(element: Any, dim: int, fmt: str, batch_arrays: bool,
                                            f'{max_clock_skew_seconds:g} s', ts_=jts)
             ts = jts
     elif kind == "csv":
-        vec, reason, detail = _parse_values_csv(text, dim)
+        vec, reason, detail = _parse_values_csv(text, dim, opt.delimiter, opt.csv_columns)
         if vec is None and fmt == "csv" and text[0] in "{[":
             detail = f"{detail} (the record looks like JSON but is read as CSV: check --format)"
     else:  # fmt == "numpy" given text
@@ -479,6 +517,44 @@ def _parse_record(element: Any, dim: int, fmt: str, batch_arrays: bool,
         return one(reason, detail)
     points.append(ParsedPoint(vec, slot, ts, mid, publish_time))
     return points, dead
+
+
+def _parse_lines(lines: "Lines", dim: int, fmt: str, slot, rec: Record, opt: "TextOptions",
+                 skew, batch_arrays: bool, points: list, dead: list) -> None:
+    """A block of lines: the plain-number CSV lines in one numpy conversion, the rest line by line (their
+    points batched when they share the block's carrier time)."""
+    fast = np.zeros(len(lines), dtype=bool)
+    if fmt == "csv" and opt.delimiter == "," and opt.columns is None and batch_arrays:
+        match = csv_bytes_re(dim).match
+        fast = np.fromiter((isinstance(ln, bytes) and match(ln) is not None for ln in lines), bool, len(lines))
+    idx = np.flatnonzero(fast)
+    if idx.size:
+        block = b",".join(lines[i] for i in idx)
+        vals = np.array(block.split(b","), dtype=np.float64).reshape(idx.size, dim)
+        ok = np.isfinite(vals).all(axis=1)
+        fast[idx[~ok]] = False  # an overflow (1e999) takes the per-line path for its exact dead letter
+        keep = idx[ok]
+        if keep.size:
+            slots = keep.astype(np.int64) + slot if slot is not None else np.full(keep.size, -1, np.int64)
+            ts = _as_seconds(rec.ts)[0]
+            points.append(ParsedBatch(np.ascontiguousarray(vals[ok]), slots, ts, _message_id(rec.message_id), ts))
+    loose = []
+    for i in np.flatnonzero(~fast):
+        s_ = None if slot is None else slot + int(i)
+        p_, d_ = _parse_record(Record(lines[i], s_, rec.ts, rec.message_id), dim, fmt, batch_arrays, skew, opt)
+        loose.extend(p_)
+        dead.extend(d_)
+    if batch_arrays and slot is not None and len(loose) > 1:
+        # points that share the block's carrier time (JSON lines without a "ts" of their own, CSV lines off the
+        # fast path) travel as one ParsedBatch; BatchIntoTicks sorts by slot, so the releases cannot tell
+        carrier, mid = _as_seconds(rec.ts)[0], _message_id(rec.message_id)
+        same = [p for p in loose if isinstance(p, ParsedPoint) and p.ts == carrier and p.publish_time == carrier]
+        if len(same) > 1:
+            points.append(ParsedBatch(np.stack([p.point for p in same]),
+                                      np.array([p.slot for p in same], dtype=np.int64), carrier, mid, carrier))
+            same_ids = {id(p) for p in same}
+            loose = [p for p in loose if id(p) not in same_ids]
+    points.extend(loose)
 
 
 # --------------------------------------------------------------------------- Beam
@@ -493,7 +569,8 @@ class ParsePointsFn(beam.DoFn):
     FORMATS = ("auto", "json", "csv", "numpy")
 
     def __init__(self, dim: int, fmt: str = "auto", label_prefix: str = "", batch_arrays: bool = False,
-                 max_clock_skew_seconds: Optional[float] = None):
+                 max_clock_skew_seconds: Optional[float] = None, text_options: Optional[TextOptions] = None):
+        self.text_options = (text_options or DEFAULT_TEXT).check(int(dim)) if text_options else None
         if isinstance(dim, bool) or not isinstance(dim, numbers.Integral) or dim < 1:
             raise ValueError(f"dim must be an integer >= 1, got {dim!r}")
         if fmt not in self.FORMATS:
@@ -533,7 +610,8 @@ class ParsePointsFn(beam.DoFn):
         self._read.inc(n)
         try:
             points, dead = parse_record(element, self.dim, self.fmt, self.batch_arrays,
-                                        getattr(self, "max_clock_skew_seconds", None))
+                                        getattr(self, "max_clock_skew_seconds", None),
+                                        getattr(self, "text_options", None))
             n_points = sum(p.points.shape[0] if isinstance(p, ParsedBatch) else 1 for p in points)
             if n_points + len(dead) != n:  # cannot happen; never lose a record silently
                 raise AssertionError(f"{n_points} points + {len(dead)} dead letters for {n} items")
@@ -567,9 +645,10 @@ class ParsePoints(beam.PTransform):
     rows share one message id)."""
 
     def __init__(self, dim: int, fmt: str = "auto", label_prefix: str = "", batch_arrays: bool = False,
-                 label: Optional[str] = None, max_clock_skew_seconds: Optional[float] = None):
+                 label: Optional[str] = None, max_clock_skew_seconds: Optional[float] = None,
+                 text_options: Optional[TextOptions] = None):
         super().__init__(label)
-        self._fn = ParsePointsFn(dim, fmt, label_prefix, batch_arrays, max_clock_skew_seconds)
+        self._fn = ParsePointsFn(dim, fmt, label_prefix, batch_arrays, max_clock_skew_seconds, text_options)
 
     def expand(self, pcoll):
         return pcoll | "ParseRecords" >> beam.ParDo(self._fn).with_outputs(DEAD_LETTER, main=MAIN)

@@ -68,7 +68,7 @@ def test_wrong_dim_dead_letters_every_row_and_the_summary_says_check_dim(tmp_pat
     np.save(tmp_path / "x.npy", _blobs(1200))
     rc, err = _main([f"--input={tmp_path}/x.npy", "--dim=3", "--radius=12", "--tick_size=400",
                      "--horizon_ticks=3", f"--output={tmp_path}/o", f"--seed_file={seed_file}"], capsys)
-    assert rc == 0
+    assert rc == 3  # a useless run fails for the scheduler, after its summary
     assert "run summary" in err and "wrong_dimension 1,200" in err
     w = _warnings(err)
     assert any("1,200 of 1,200 records (100%) were dead-lettered" in x and "--dim" in x for x in w), err
@@ -208,7 +208,7 @@ def test_a_timestamped_file_with_its_start_time_clusters_every_record(tmp_path, 
     # a start time a day off: every record is outside the horizon, and the summary says to check --t_start
     rc, err = _main(argv[:-3] + ["--t_start=2026-12-02T10:00:00Z", f"--output={tmp_path}/o2",
                                  f"--seed_file={_fresh_seed(tmp_path)}"], capsys)
-    assert rc == 0
+    assert rc == 3  # nothing clustered: a useless run
     w = [x for x in _warnings(err) if "outside the horizon" in x]
     assert w and "600 of 600" in w[0] and "--t_start" in w[0] and "2026-12-02T10:00:00Z" in w[0], err
 
@@ -424,9 +424,10 @@ def test_report_evaluates_every_batch_file_input(tmp_path, seed_file, capsys, ki
     rc, err = _main([f"--input={tmp_path}/in.{kind}", "--dim=2", "--radius=12", "--k=3", "--tick_size=300",
                      "--horizon_ticks=3", f"--output={out}", f"--seed_file={seed_file}", "--report", *extra], capsys)
     assert rc == 0, err
-    ev = json.loads((out / "evaluation.json").read_text())
+    ev = json.loads((out / "non_private" / "evaluation.json").read_text())
     assert ev["NON_PRIVATE"] and ev["n_points"] == 900 and ev["objective"] == "kmeans"
-    assert (out / "report.png").stat().st_size > 1000
+    assert (out / "non_private" / "report.png").stat().st_size > 1000
+    assert not (out / "evaluation.json").exists() and not (out / "report.png").exists()
     assert "dpstream: report:" in err  # the progress line of the slow part
     from dpstream.offline import cost
     centers = np.asarray(json.loads((out / "centers.json").read_text())["centers"])
@@ -441,7 +442,7 @@ def test_report_with_kmedian_uses_the_kmedian_cost(tmp_path, seed_file, capsys):
                              "--horizon_ticks=3", "--objective=kmedian", f"--output={out}",
                              f"--seed_file={seed_file}", "--report"], capsys, stdout=True)
     assert rc == 0, err
-    ev = json.loads((out / "evaluation.json").read_text())
+    ev = json.loads((out / "non_private" / "evaluation.json").read_text())
     assert ev["objective"] == "kmedian" and "Σ distances" in ev["cost"] and "Weiszfeld" in ev["reference"]
     from dpstream.offline import cost
     centers = np.asarray(json.loads((out / "centers.json").read_text())["centers"])
@@ -457,7 +458,7 @@ def test_report_on_a_timestamped_file_uses_the_event_time_ticks(tmp_path, seed_f
                      "--horizon_ticks=6", "--t_start=1796119200", f"--output={out}", f"--seed_file={seed_file}",
                      "--report"], capsys)
     assert rc == 0, err
-    ev = json.loads((out / "evaluation.json").read_text())
+    ev = json.loads((out / "non_private" / "evaluation.json").read_text())
     assert ev["n_points"] == 600 and [t for t, _ in ev["prefix_cost_ratios"]] == [1, 2, 3, 4, 5, 6]
 
 
@@ -469,8 +470,9 @@ def test_report_says_why_it_cannot_evaluate(tmp_path, seed_file, capsys):
     rc, err, stdout = _main([f"--input={tmp_path}/x.npy", "--dim=3", "--radius=12", "--tick_size=100",
                              "--horizon_ticks=3", f"--output={out}", f"--seed_file={seed_file}", "--report"],
                             capsys, stdout=True)
-    assert rc == 0
-    assert "no evaluation.json / report.png: no valid record of the input lies inside the horizon" in stdout
+    assert rc == 3  # every row dead-lettered: a useless run
+    assert "no non_private/evaluation.json / report.png: no valid record of the input lies inside the horizon" \
+        in stdout
     assert not (out / "evaluation.json").exists() and (out / "centers.json").exists()
 
 

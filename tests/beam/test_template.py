@@ -29,6 +29,9 @@ EXCLUDED = {
     "report": "a store_true flag: a Flex Template passes every parameter as --name=value and argparse's "
               "store_true rejects --report=true; it is also local-only (the report needs a local --output "
               "directory, which a Dataflow job never has)",
+    "plan_only": "a store_true flag (a Flex Template passes --name=value), and it submits nothing: run it locally "
+                 "with the same options before launching the template",
+    "version": "prints the version and exits: nothing to launch",
 }
 # Parameters with isOptional false, each with the reason (every option is optional at parse level).
 REQUIRED = {
@@ -55,6 +58,8 @@ SAMPLES = {
     "dim": "2",
     "radius": "15.5",
     "center": "-0.5,1e-3",
+    "columns": "lat,lon",
+    "delimiter": ";",
     "seed_file": "gs://secrets/dpstream/seed",
     "seed_registry": "gs://registry/dpstream/seed_registry.jsonl",
     "tick_size": "1000",

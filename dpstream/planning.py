@@ -1,0 +1,81 @@
+"""What a choice of public parameters will cost, before touching data (``dpstream --plan_only``,
+``DPStreamClusterer.plan``).
+
+Everything here is a function of the public configuration only: the privacy plan (the noise of
+each mechanism and the accounted total), the level-0 block size M, the first tick whose release
+can reflect a full block of data, and the state bound. No data is read and no noise is drawn
+that a release could use: the plan is built with a fixed, throw-away key (the plan's noise
+*scales* do not depend on the key).
+"""
+from __future__ import annotations
+
+import math
+from typing import Optional
+
+from .params import EngineConfig
+
+BETA = 1e-6  # failure probability of the sparse vector's buffer term in the state bound
+_PLAN_KEY = b"dpstream plan only: no release uses this key"
+
+
+def _engine(cfg: EngineConfig):
+    from .engine import Engine
+    return Engine(cfg, _PLAN_KEY)
+
+
+def state_bound(cfg: EngineConfig, svt_scale: float, block_size: int, n_f: int = 1) -> float:
+    """The engine's state bound in floats (docs/internals.md), for ``n_f`` candidate centers:
+    a public function of the configuration (tests/test_adversarial_streams.py checks the engine
+    against the same formula tick by tick)."""
+    d, k, I, T, s_b = cfg.dim, cfg.n_clusters, cfg.n_rings, cfg.horizon_ticks, cfg.s_b
+    K = cfg.n_trees * cfg.n_reps * cfg.buckets * sum(1 + cfg.id_bits(lv) for lv in range(cfg.grid_levels))
+    lam = int(math.floor(math.log2(T + 1))) + 1
+    E = int(math.floor(math.log2(T))) + 1
+    a = 2.0 * svt_scale * math.log(I * T / BETA)
+    P = n_f + k
+    M = block_size
+    if cfg.semicoreset == "tree":
+        block = min(M + a, P * 2 ** cfg.tree_depth) * (d + 2) + cfg.tree_depth * d + P
+    elif cfg.semicoreset == "lloyd":
+        block = (M + a) * (d + 1) + P
+    else:
+        block = min(M + a, P) * 2 + P
+    leaves = {"tree": 2 ** cfg.tree_depth, "lloyd": k, "snap": 1}[cfg.semicoreset]
+    return float((2 * K if cfg.bicriteria else 0) + (2 if (cfg.count_counter and not cfg.bicriteria) else 0)
+                 + ((d * n_f + (d + 2) * (n_f - 1)) if cfg.bicriteria else 0) + 2 * I + d * P + I * block
+                 + I * (P * leaves + (lam - 1) * s_b) * (d + 1) + E * s_b * (d + 1) + s_b * (d + 1) + k * d)
+
+
+def plan(cfg: EngineConfig, points_per_tick: Optional[float] = None) -> dict:
+    """The plan as a dict: ``privacy_table``, ``epsilon``, ``delta``, ``block_size``,
+    ``first_full_block_tick`` (None without ``points_per_tick``), ``state_bound_floats`` (without
+    the bicriteria; with it the bound grows with |F|, see docs/internals.md)."""
+    e = _engine(cfg)
+    M = int(e.block_size)
+    first = None
+    if points_per_tick:
+        first = min(cfg.horizon_ticks, max(1, math.ceil(M / float(points_per_tick))))
+    table = e.plan.table().replace(f"; seed {e.noise.seed_hash}", "; no seed (a plan, before any run)")
+    return {"privacy_table": table, "epsilon": cfg.epsilon, "delta": cfg.delta, "block_size": M,
+            "first_full_block_tick": first, "horizon_ticks": cfg.horizon_ticks,
+            "state_bound_floats": state_bound(cfg, e.plan.svt_scale, M) if not cfg.bicriteria else None}
+
+
+def plan_text(cfg: EngineConfig, points_per_tick: Optional[float] = None) -> str:
+    """:func:`plan` as the text ``--plan_only`` prints."""
+    p = plan(cfg, points_per_tick)
+    lines = [p["privacy_table"], "",
+             f"block size M = {p['block_size']:,} points: a ring's noise is paid per block, so a release is "
+             f"useful once blocks of M points are released"]
+    if p["first_full_block_tick"] is not None:
+        lines.append(f"tick 1's release already holds tick 1's points (flushed, noisy); at {points_per_tick:,.0f} "
+                     f"points per tick the first full block is released at tick {p['first_full_block_tick']:,} "
+                     f"of {cfg.horizon_ticks:,}")
+    else:
+        lines.append(f"the first full block is released at tick ⌈M / points per tick⌉ (of {cfg.horizon_ticks:,})")
+    if p["state_bound_floats"] is not None:
+        sb = p["state_bound_floats"]
+        lines.append(f"state bound: {sb:,.0f} floats ({sb * 8 / 2 ** 20:,.1f} MiB) whatever the stream's length")
+    else:
+        lines.append("state bound: grows with the bicriteria's candidate centers |F| (docs/internals.md)")
+    return "\n".join(lines)
