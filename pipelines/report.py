@@ -59,7 +59,7 @@ def raw_points(job) -> Tuple[Optional[np.ndarray], Optional[np.ndarray], str]:
     """The valid raw points in slot order and their ticks, as the job saw them (operator-only):
     ``(X, ticks, "")``, or ``(None, None, why not)``. Points outside the horizon (and, on the
     event-time clock, without a timestamp) are left out: they never reached the clusterer."""
-    from pipelines.dp_stream_cluster import tick_clock
+    from pipelines.job_clock import tick_clock
 
     clock = tick_clock(job)
     if job.source == "builtin":
@@ -67,8 +67,11 @@ def raw_points(job) -> Tuple[Optional[np.ndarray], Optional[np.ndarray], str]:
         X = default_stream(job.builtin_n)[0]
         slots, ts = np.arange(X.shape[0], dtype=np.int64), np.full(X.shape[0], np.nan)
     elif job.source == "files":
-        from pipelines.dp_stream_cluster import plan_files_or_fail
-        specs = job.files or plan_files_or_fail(job)
+        from pipelines.sources import plan_files
+        try:
+            specs = job.files or plan_files(job.input, job.fmt, job.csv_header)[0]
+        except ValueError as e:
+            return None, None, f"the input cannot be listed again: {e}"
         if any("://" in s.path for s in specs):
             return None, None, "the input is not on a local disk"
         xs, ss, tss = [], [], []
