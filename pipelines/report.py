@@ -108,8 +108,8 @@ def _read_points(spec, dim: int):
         ok = np.all(np.isfinite(X), axis=1)
         idx = np.flatnonzero(ok)
         return X[idx], idx.astype(np.int64) + spec.offset, np.full(idx.size, np.nan)
-    from pipelines.sources import _lines, _read_all
-    lines = _lines(_read_all(spec.path))
+    from pipelines.sources import split_lines, read_all
+    lines = split_lines(read_all(spec.path))
     if spec.skip_header:
         lines = lines[1:]
     pts, slots, ts = [], [], []

@@ -44,12 +44,12 @@ def match_files(pattern: str) -> List[str]:
     return paths
 
 
-def _read_all(path: str) -> bytes:
+def read_all(path: str) -> bytes:
     with FileSystems.open(path, compression_type="uncompressed") as fh:
         return fh.read()
 
 
-def _lines(data: bytes) -> List[bytes]:
+def split_lines(data: bytes) -> List[bytes]:
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
         lines.pop()  # the final newline ends the last line; it does not start an empty one
@@ -81,7 +81,7 @@ def npy_header(path: str):
 
 
 def _text_info(path: str) -> Tuple[int, bytes]:
-    lines = _lines(_read_all(path))
+    lines = split_lines(read_all(path))
     return len(lines), (lines[0] if lines else b"")
 
 
@@ -184,14 +184,14 @@ class _ReadFileFn(beam.DoFn):
         skip_header = len(element) > 3 and element[3]
         fmt = file_format(path)
         if fmt == "numpy":
-            arr = np.load(io.BytesIO(_read_all(path)), allow_pickle=False)
+            arr = np.load(io.BytesIO(read_all(path)), allow_pickle=False)
             if arr.ndim != 2:  # one record: ParsePoints dead-letters a wrong shape with its reason
                 yield Record(arr, offset)
                 return
             for i in range(0, arr.shape[0], NPY_CHUNK_ROWS):
                 yield Record(arr[i:i + NPY_CHUNK_ROWS], offset + i)
         else:
-            lines = _lines(_read_all(path))
+            lines = split_lines(read_all(path))
             if skip_header:
                 lines = lines[1:]  # the header keeps no slot: slots count data rows
             for i, line in enumerate(lines):

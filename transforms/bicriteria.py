@@ -32,7 +32,7 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.window import GlobalWindow, GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
-from dpstream.bicriteria import BicriteriaLevel, CenterSet, _level_update, shard_of_update
+from dpstream.bicriteria import BicriteriaLevel, CenterSet, level_update, shard_of_update
 from dpstream.rings import clip_to_ball
 from dpstream.grids import ShiftedGrids
 from dpstream.noise import NoiseSource
@@ -40,7 +40,7 @@ from dpstream.params import EngineConfig
 from dpstream.privacy import PrivacyPlan
 from transforms.keystats import KeyStats
 from transforms.parse import NAMESPACE
-from transforms.stages import _measured
+from transforms.stages import measured
 from transforms.tick_timer import TickSchedule, take_ticks_upto
 
 REGISTRY_KEY = "dpstream-center-registry"
@@ -95,7 +95,7 @@ class _LevelUpdatesFn(beam.DoFn):
         x, _ = clip_to_ball(np.array(x, dtype=np.float64), cfg.center_vec, cfg.radius)
         x = x - cfg.center_vec
         for q, lv in self.levels:
-            whole = _level_update(cfg, self._grids, x, q, lv)
+            whole = level_update(cfg, self._grids, x, q, lv)
             for s in range(cfg.bucket_shards):
                 yield (q, lv, s), shard_of_update(cfg, lv, whole, s)
 
@@ -145,7 +145,7 @@ class _BicriteriaLevelFn(beam.DoFn):
     def finish_bundle(self):
         self._stats.flush()
 
-    @_measured
+    @measured
     def process(self, element, meta=beam.DoFn.StateParam(META), buf=beam.DoFn.StateParam(BUFFER),
                 timer=beam.DoFn.TimerParam(TICK)):
         key, item = element
@@ -163,7 +163,7 @@ class _BicriteriaLevelFn(beam.DoFn):
         buf.add((item[1], item[2]))
 
     @userstate.on_timer(TICK)
-    @_measured
+    @measured
     def on_tick(self, ts=beam.DoFn.TimestampParam, key=beam.DoFn.KeyParam, meta=beam.DoFn.StateParam(META),
                 level_state=beam.DoFn.StateParam(LEVEL), buf=beam.DoFn.StateParam(BUFFER),
                 timer=beam.DoFn.TimerParam(TICK)):
@@ -235,7 +235,7 @@ class _CenterRegistryFn(beam.DoFn):
     def finish_bundle(self):
         self._stats.flush()
 
-    @_measured
+    @measured
     def process(self, element, state=beam.DoFn.StateParam(STATE)):
         key, (level_key, reports) = element
         self._stats.note(key)

@@ -63,8 +63,8 @@ from transforms.parse import NAMESPACE
 from transforms.tick_timer import MODES, TickSchedule, take_ticks_upto
 from transforms.ticks import TickClock, merge_partials
 
-from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, _as_partial, partial_bytes, partial_from_bytes,
-    row_blocks, _Job, _StageFn, _load, _measured, _open, _store)
+from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, as_partial, partial_bytes, partial_from_bytes,
+    row_blocks, ClusterJob, StageFn, load_state, measured, open_msg, store_state)
 from transforms.stages import load_seed  # noqa: F401  (re-exported: the job, tests and benchmarks import it from here)
 from transforms.epoch_stages import EpochStages
 from transforms.release_stages import ClusterCoreset, ReleaseCoreset
@@ -73,7 +73,7 @@ _log = logging.getLogger("dpstream")
 
 # --------------------------------------------------------------------------- ShardTicks
 
-class _ShardTicksFn(_StageFn):
+class _ShardTicksFn(StageFn):
     STAGE = "ShardTicks"
     META = userstate.ReadModifyWriteStateSpec("dpstream_shard_meta", PickleCoder())
     BUFFER = userstate.BagStateSpec("dpstream_shard_buffer", PickleCoder())
@@ -85,11 +85,11 @@ class _ShardTicksFn(_StageFn):
         self._c_points, self._c_clipped = c("points_processed"), c("clipped")
         self._c_closed, self._c_obsolete = c("after_close"), c("obsolete_timer_firings")
 
-    @_measured
+    @measured
     def process(self, element, key=beam.DoFn.KeyParam, meta=beam.DoFn.StateParam(META),
                 buf=beam.DoFn.StateParam(BUFFER), timer=beam.DoFn.TimerParam(TICK)):
         _, item = element
-        item = _open(item)
+        item = open_msg(item)
         self._stats.note(key)
         sched = self.job.schedule
         m = meta.read()
@@ -101,7 +101,7 @@ class _ShardTicksFn(_StageFn):
             return
         g, part = item[1], item[2]  # part: a Msg, kept in the bag as the bytes it came as
         if g <= m["fired"]:  # its tick is closed: frozen, never reopened
-            n = int(partial_from_bytes(_open(part)).points.shape[0])
+            n = int(partial_from_bytes(open_msg(part)).points.shape[0])
             self._c_closed.inc(n)
             _log.warning("dpstream: %d point(s) of tick %d arrived after the tick closed; dropped "
                          "(raise --allowed_lateness_seconds if this recurs)", n, g)
@@ -109,7 +109,7 @@ class _ShardTicksFn(_StageFn):
         buf.add((g, part))
 
     @userstate.on_timer(TICK)
-    @_measured
+    @measured
     def on_tick(self, ts=beam.DoFn.TimestampParam, key=beam.DoFn.KeyParam, meta=beam.DoFn.StateParam(META),
                 buf=beam.DoFn.StateParam(BUFFER), timer=beam.DoFn.TimerParam(TICK)):
         sched = self.job.schedule
@@ -131,7 +131,7 @@ class _ShardTicksFn(_StageFn):
         job = self.job
         cfg = job.cfg
         ticks = list(range(m["done"] + 1, fired + 1))
-        x, sizes = merge_ticks([[partial_from_bytes(_open(p)) for p in pending.pop(g, ())] for g in ticks], cfg.dim)
+        x, sizes = merge_ticks([[partial_from_bytes(open_msg(p)) for p in pending.pop(g, ())] for g in ticks], cfg.dim)
         x, nclip = clip_to_ball(x, cfg.center_vec, cfg.radius)  # row by row: one call for all the ticks
         if nclip:
             self._c_clipped.inc(nclip)
@@ -181,18 +181,18 @@ def merge_ticks(parts_by_tick, dim: int):
 
 
 class ShardTicks(beam.PTransform):
-    """``((shard, global tick), points | _Partial)`` → ``(counts, points)``: per run and tick, every
+    """``((shard, global tick), points | Partial)`` → ``(counts, points)``: per run and tick, every
     shard's point count (to :class:`EpochPlan`) and its clipped points (to :class:`RouteByEpoch`),
     empty ticks included."""
 
-    def __init__(self, job: _Job, label: Optional[str] = None):
+    def __init__(self, job: ClusterJob, label: Optional[str] = None):
         super().__init__(label)
         self.job = job
 
     def expand(self, ticks):
         dim = self.job.cfg.dim
         data = (ticks | "KeyByShard" >> beam.Map(lambda kv: (int(kv[0][0]), ("tick", int(kv[0][1]),
-                                                                          Msg(partial_bytes(_as_partial(kv[1], dim))))))
+                                                                          Msg(partial_bytes(as_partial(kv[1], dim))))))
                 .with_output_types(IntKeyed)
                 | "DataWindow" >> beam.WindowInto(GlobalWindows()))
         start = (ticks.pipeline | "StartClock" >> beam.Create([(s, ("start",)) for s in range(self.job.n_shards)])
@@ -218,16 +218,16 @@ def _small(p) -> Small:
     return Small(p.first, p.flush, p.adopt, p.final, p.candidates)
 
 
-class _EpochPlanFn(_StageFn):
+class _EpochPlanFn(StageFn):
     STAGE = "EpochPlan"
     STATE = userstate.ReadModifyWriteStateSpec("dpstream_plan_state", BytesCoder())
 
-    @_measured
+    @measured
     def process(self, element, state=beam.DoFn.StateParam(STATE)):
         r, item = element
-        item = _open(item)
+        item = open_msg(item)
         job, cfg = self.job, self.job.cfg
-        st = _load(state) or {"planner": None, "pending": {}, "done": 0}
+        st = load_state(state) or {"planner": None, "pending": {}, "done": 0}
         if item[0] == "count":
             for t, n in item[2]:
                 if t > st["done"]:
@@ -260,7 +260,7 @@ class _EpochPlanFn(_StageFn):
         if st["done"] >= job.T:
             state.clear()
         else:
-            _store(state, st)
+            store_state(state, st)
         if plans:
             msg = Msg(("plan", plans))
             for s in range(job.n_shards):
@@ -273,7 +273,7 @@ class EpochPlan(beam.PTransform):
     """Per-tick counts of every shard (or the CenterRegistry's updates, ``from_registry=True``) →
     ``(plans by shard, plans for ReleaseCoreset)``: one :class:`dpstream.epochs.TickPlan` per tick."""
 
-    def __init__(self, job: _Job, from_registry: bool = False, label: Optional[str] = None):
+    def __init__(self, job: ClusterJob, from_registry: bool = False, label: Optional[str] = None):
         super().__init__(label)
         self.job, self.from_registry = job, from_registry
 
@@ -286,15 +286,15 @@ class EpochPlan(beam.PTransform):
 
 # --------------------------------------------------------------------------- RouteByEpoch
 
-class _RouteFn(_StageFn):
+class _RouteFn(StageFn):
     STAGE = "RouteByEpoch"
     STATE = userstate.ReadModifyWriteStateSpec("dpstream_route_state", BytesCoder())
 
-    @_measured
+    @measured
     def process(self, element, state=beam.DoFn.StateParam(STATE)):
         key, item = element
-        item = _open(item)
-        st = _load(state) or {"points": {}, "plans": {}, "routed": 0}
+        item = open_msg(item)
+        st = load_state(state) or {"points": {}, "plans": {}, "routed": 0}
         if isinstance(st["points"], tuple):  # stored as one array (below)
             ts, sizes, x = st["points"]
             st["points"] = dict(zip(ts, row_blocks(x, sizes)))
@@ -319,7 +319,7 @@ class _RouteFn(_StageFn):
             if st["points"]:  # stored as one array, not one pickled array per tick
                 ts = sorted(st["points"])
                 st["points"] = (ts, [len(st["points"][t]) for t in ts], np.concatenate([st["points"][t] for t in ts]))
-            _store(state, st)
+            store_state(state, st)
         for e in sorted(out):
             ticks = out[e]  # each epoch copy gets its ticks' points as one array, with (t, n, plan) per tick
             x = np.concatenate([x for _, x, _ in ticks]) if ticks else np.zeros((0, self.job.cfg.dim))
@@ -331,7 +331,7 @@ class RouteByEpoch(beam.PTransform):
     """(shard points, shard plans) → one PCollection per epoch index: ``((r, s), ("tick", [(t, n, plan)], x))``,
     x the n points of each tick, tick after tick, in one array."""
 
-    def __init__(self, job: _Job, label: Optional[str] = None):
+    def __init__(self, job: ClusterJob, label: Optional[str] = None):
         super().__init__(label)
         self.job = job
 
@@ -346,7 +346,7 @@ class RouteByEpoch(beam.PTransform):
 # --------------------------------------------------------------------------- the whole clustering part
 
 class ClusterTicks(beam.PTransform):
-    """``((shard, global tick), points | _Partial)`` → one release dict per tick (every tick of every
+    """``((shard, global tick), points | Partial)`` → one release dict per tick (every tick of every
     run), through the stages of the module docstring.
 
     ``ClusterTicks(cfg, clock, seed_path, mode="batch"|"streaming", close_delay_seconds=0.0,
@@ -367,7 +367,7 @@ class ClusterTicks(beam.PTransform):
             raise ValueError(f"the clock's horizon ({clock.horizon_ticks}) must be runs × T = {total} ticks")
         self.cfg = cfg
         schedule = TickSchedule(clock, total, mode, float(close_delay_seconds))
-        self.job = _Job(cfg, seed_path, clock.n_shards if n_shards is None else n_shards, schedule)
+        self.job = ClusterJob(cfg, seed_path, clock.n_shards if n_shards is None else n_shards, schedule)
 
     @property
     def schedule(self) -> TickSchedule:
@@ -378,7 +378,7 @@ class ClusterTicks(beam.PTransform):
         return apply_stages(self.job, ticks, updates)
 
 
-def apply_stages(job: _Job, ticks, updates=None):
+def apply_stages(job: ClusterJob, ticks, updates=None):
     """Wire the clustering stages onto ``ticks`` (and the CenterRegistry's ``updates``) where they
     are applied (the job applies them at its top level); returns the release dicts."""
     counts, points = ticks | "ShardTicks" >> ShardTicks(job)
@@ -398,7 +398,7 @@ def apply_stages(job: _Job, ticks, updates=None):
     return records | "ClusterCoreset" >> ClusterCoreset(job)
 
 
-def _registry_by_run(ups, job: _Job):
+def _registry_by_run(ups, job: ClusterJob):
     """The CenterRegistry's ``[(global tick, new centers, count)]`` → per run ``(r, ("bic", [(t, …)]))``."""
     by = {}
     for g, new, count in ups:

@@ -19,14 +19,14 @@ from dpstream.rings import assign_parts
 from dpstream.semicoresets import WeightedSet
 from dpstream.sparse_vector import LevelZeroAboveThreshold
 
-from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, row_blocks, _Job,
-    _Run, _StageFn, _load, _measured, _open, _store)
+from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, row_blocks, ClusterJob,
+    RunContext, StageFn, load_state, measured, open_msg, store_state)
 
 
-class _EpochStageFn(_StageFn):
+class _EpochStageFn(StageFn):
     """A stage that exists once per epoch index (the unrolled ring-centers loop): it knows its epoch."""
 
-    def __init__(self, job: _Job, epoch: int, label: str = None):
+    def __init__(self, job: ClusterJob, epoch: int, label: str = None):
         super().__init__(job, label)
         self.epoch = int(epoch)
 
@@ -41,20 +41,20 @@ class _AssignRingsFn(_EpochStageFn):
         super().setup()
         self._dirs = {}
 
-    def _directions(self, r: int, ctx: _Run):
+    def _directions(self, r: int, ctx: RunContext):
         V = self._dirs.get(r)
         if V is None:
             self._dirs.clear()
             V = self._dirs[r] = [ctx.A.directions(("A", self.epoch, i)) for i in range(self.job.n_rings)]
         return V
 
-    @_measured
+    @measured
     def process(self, element, state=beam.DoFn.StateParam(STATE)):
         key, item = element
-        item = _open(item)
+        item = open_msg(item)
         r, s = key
         job, cfg, e = self.job, self.job.cfg, self.epoch
-        st = _load(state) or {"centers": cfg.center_vec[None, :].copy() if e == 0 else None, "pending": [],
+        st = load_state(state) or {"centers": cfg.center_vec[None, :].copy() if e == 0 else None, "pending": [],
                               "x": [], "n": 0, "span": None, "prev": None}
         if item[0] == "tick":  # [(t, n, plan)] and the ticks' points, tick after tick, in one array
             st["pending"].extend(item[1])
@@ -66,7 +66,7 @@ class _AssignRingsFn(_EpochStageFn):
         if C is None or not st["pending"]:
             if len(st["x"]) > 1:  # stored as one array
                 st["x"] = [np.concatenate(st["x"])]
-            _store(state, st)
+            store_state(state, st)
             self._stats.note(key, points=sum(n for _, n, _ in st["pending"]))
             return
         ctx = self.run(r)
@@ -98,7 +98,7 @@ class _AssignRingsFn(_EpochStageFn):
         if st["span"] is not None and st["n"] >= st["span"]:
             state.clear()  # the epoch's last tick is out: this key is done
         else:
-            _store(state, st)
+            store_state(state, st)
         for i in range(I):
             yield (r, i), Msg(("part", s, C, out[i], prev if i == 0 else None))
         self._stats.note(key)
@@ -133,13 +133,13 @@ class _RingFn(_EpochStageFn):
     STATE = userstate.ReadModifyWriteStateSpec("dpstream_ring_state", BytesCoder())
     INBOX = userstate.BagStateSpec("dpstream_ring_inbox", PickleCoder())
 
-    @_measured
+    @measured
     def process(self, element, state=beam.DoFn.StateParam(STATE), inbox=beam.DoFn.StateParam(INBOX)):
         key, item = element
-        item = _open(item)
+        item = open_msg(item)
         r, i = key
         job, cfg, e = self.job, self.job.cfg, self.epoch
-        st = _load(state) or {"ring": None, "svt": None, "have": {}, "next": None, "C": None, "prev": None}
+        st = load_state(state) or {"ring": None, "svt": None, "have": {}, "next": None, "C": None, "prev": None}
         _, s, C, packed, prev = item
         entries = _unpack_parts(packed)
         st["C"] = C
@@ -151,7 +151,7 @@ class _RingFn(_EpochStageFn):
                 st["next"] = p.first
         if st["have"].get(st["next"], 0) < job.n_shards:  # tick `next` is not complete: wait (data gating)
             inbox.add((s, entries))
-            _store(state, st)
+            store_state(state, st)
             self._stats.note(key)
             return
         # the inbox (a bag: appends cost one small write) holds what arrived before; read it once
@@ -210,7 +210,7 @@ class _RingFn(_EpochStageFn):
                 svt.noise = None  # never pickled (re-attached after every read)
                 st["ring"], st["svt"] = ring.state(), svt
                 floats = ring.state_floats()
-            _store(state, st)
+            store_state(state, st)
         if recs:
             yield RELEASE_KEY, Msg(("ring", r, e, i, recs))
         if closing is not None:
@@ -225,18 +225,18 @@ class _EpochCloseFn(_EpochStageFn):
     STAGE = "EpochClose"
     STATE = userstate.ReadModifyWriteStateSpec("dpstream_close_state", BytesCoder())
 
-    @_measured
+    @measured
     def process(self, element, state=beam.DoFn.StateParam(STATE)):
         r, item = element
-        item = _open(item)
+        item = open_msg(item)
         job, cfg, e = self.job, self.job.cfg, self.epoch
-        st = _load(state) or {"sets": {}, "t": None, "candidates": None, "prev": [] if e == 0 else None}
+        st = load_state(state) or {"sets": {}, "t": None, "candidates": None, "prev": [] if e == 0 else None}
         _, i, t, S, cand, prev = item  # ring i's released set at the adoption tick t (ring 0: + the
         st["sets"][i], st["t"], st["candidates"] = S, t, cand  # coresets of the epochs before e)
         if prev is not None:
             st["prev"] = prev
         if len(st["sets"]) < job.n_rings or st["prev"] is None:
-            _store(state, st)
+            store_state(state, st)
             self._stats.note(r)
             return
         state.clear()
@@ -263,7 +263,7 @@ class EpochStages(beam.PTransform):
     coresets for shard 0 — from copy e − 1 or None); output: (ring records for ReleaseCoreset,
     centers and coresets for copy e + 1, or None for the last copy)."""
 
-    def __init__(self, job: _Job, epoch: int, label: Optional[str] = None):
+    def __init__(self, job: ClusterJob, epoch: int, label: Optional[str] = None):
         super().__init__(label)
         self.job, self.epoch = job, int(epoch)
 

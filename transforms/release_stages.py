@@ -22,7 +22,7 @@ from dpstream.semicoresets import WeightedSet
 from transforms.parse import NAMESPACE
 from transforms.release_json import ReleaseEncoder
 
-from transforms.stages import IntKeyed, RELEASE_KEY, _Job, _StageFn, _load, _measured, _open, _store
+from transforms.stages import IntKeyed, RELEASE_KEY, ClusterJob, StageFn, load_state, measured, open_msg, store_state
 
 
 # --------------------------------------------------------------------------- ReleaseCoreset
@@ -46,17 +46,17 @@ class ReleaseRecord(NamedTuple):
     window_first_run: int
 
 
-class _ReleaseFn(_StageFn):
+class _ReleaseFn(StageFn):
     STAGE = "ReleaseCoreset"
     STATE = userstate.ReadModifyWriteStateSpec("dpstream_release_state", BytesCoder())
     INBOX = userstate.BagStateSpec("dpstream_release_inbox", PickleCoder())
 
-    @_measured
+    @measured
     def process(self, element, state=beam.DoFn.StateParam(STATE), inbox=beam.DoFn.StateParam(INBOX)):
         _, item = element
-        item = _open(item)
+        item = open_msg(item)
         job, cfg = self.job, self.job.cfg
-        st = _load(state) or {"g": 0, "planned": set(), "have": {}, "run": None, "closed": [], "all_time": None}
+        st = load_state(state) or {"g": 0, "planned": set(), "have": {}, "run": None, "closed": [], "all_time": None}
         if item[0] == "plan":
             st["planned"].update(job.glob(item[1], p.t) for p in item[2])
         else:
@@ -66,7 +66,7 @@ class _ReleaseFn(_StageFn):
         nxt = st["g"] + 1
         if nxt not in st["planned"] or st["have"].get(nxt, 0) < job.n_rings:  # data gating: wait
             inbox.add(item)
-            _store(state, st)
+            store_state(state, st)
             self._stats.note(RELEASE_KEY)
             return
         plans, recs = {}, {}  # what arrived before (a bag: one small write per element), read once
@@ -101,7 +101,7 @@ class _ReleaseFn(_StageFn):
             by_run.setdefault(job.split(g)[0], []).append(plans[g])
         for r, ps in sorted(by_run.items()):
             inbox.add(("plan", r, ps))
-        _store(state, st)
+        store_state(state, st)
         for rec in out:
             yield rec
         floats = 0
@@ -161,7 +161,7 @@ class _ReleaseFn(_StageFn):
 class ReleaseCoreset(beam.PTransform):
     """(plans, ring records of every epoch copy) → one :class:`ReleaseRecord` per global tick, in order."""
 
-    def __init__(self, job: _Job, label: Optional[str] = None):
+    def __init__(self, job: ClusterJob, label: Optional[str] = None):
         super().__init__(label)
         self.job = job
 
@@ -172,7 +172,7 @@ class ReleaseCoreset(beam.PTransform):
 
 # --------------------------------------------------------------------------- ClusterCoreset
 
-class _ClusterFn(_StageFn):
+class _ClusterFn(StageFn):
     STAGE = "ClusterCoreset"
 
     def setup(self):
@@ -189,7 +189,7 @@ class _ClusterFn(_StageFn):
                 self._memo.popitem(last=False)
         return v
 
-    @_measured
+    @measured
     def process(self, rec: ReleaseRecord):
         cfg, ctx = self.job.cfg, self.run(rec.run)
         ev, tv = rec.version
@@ -227,7 +227,7 @@ class ClusterCoreset(beam.PTransform):
     their tick's public close time. Stateless; first a pass-through keyed by global tick
     (:class:`_SpreadTicksFn`), so a runner spreads the ticks."""
 
-    def __init__(self, job: _Job, spread: bool = True, label: Optional[str] = None):
+    def __init__(self, job: ClusterJob, spread: bool = True, label: Optional[str] = None):
         super().__init__(label)
         self.job, self.spread = job, spread
 

@@ -71,7 +71,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms.parse import NAMESPACE, ParsedBatch
 
-_US = 1_000_000
+MICROS = 1_000_000
 _MAX_ABS_TS = 9.0e12  # seconds; |ts| * 1e6 stays exact-ish and inside int64
 UNBOUNDED_LAST_TICK = 2 ** 40 - 1  # runs without end: shard · 2**40 + tick stays inside int64 for 2**20 shards
 
@@ -109,7 +109,7 @@ class TickClock:
             if self.horizon_ticks * int(tick_size) > 2 ** 62:
                 raise ValueError("horizon_ticks * tick_size must stay below 2**62")
             self.tick_size = int(tick_size)
-            self.tick_us = _US  # synthetic timeline: tick k spans [k-1, k) seconds
+            self.tick_us = MICROS  # synthetic timeline: tick k spans [k-1, k) seconds
             self.t_start = 0
         else:
             if tick_size is not None:
@@ -117,8 +117,8 @@ class TickClock:
             if not isinstance(tick_seconds, numbers.Real) or isinstance(tick_seconds, bool) \
                     or not math.isfinite(tick_seconds) or tick_seconds <= 0:
                 raise ValueError(f"the event_time clock needs tick_seconds > 0, got {tick_seconds!r}")
-            tick_us = round(float(tick_seconds) * _US)
-            if tick_us < 1 or abs(tick_us - float(tick_seconds) * _US) > 1e-3:
+            tick_us = round(float(tick_seconds) * MICROS)
+            if tick_us < 1 or abs(tick_us - float(tick_seconds) * MICROS) > 1e-3:
                 raise ValueError(f"tick_seconds must be a whole number of microseconds, got {tick_seconds!r}")
             if not _is_int(t_start):
                 raise ValueError("the event_time clock needs t_start, the public index of the first tick "
@@ -126,12 +126,12 @@ class TickClock:
             self.tick_size = None
             self.tick_us = int(tick_us)
             self.t_start = int(t_start)
-        self.tick_seconds = self.tick_us / _US
+        self.tick_seconds = self.tick_us / MICROS
 
     @staticmethod
     def t_start_for(start_time: float, tick_seconds: float) -> int:
         """``t_start`` for a run whose first tick contains ``start_time`` (seconds since the epoch)."""
-        return int(round(float(start_time) * _US)) // round(float(tick_seconds) * _US)
+        return int(round(float(start_time) * MICROS)) // round(float(tick_seconds) * MICROS)
 
     # -- ticks
     def ticks(self, slots: np.ndarray, ts: np.ndarray) -> np.ndarray:
@@ -143,7 +143,7 @@ class TickClock:
             return np.where(slots >= 0, t, 0)
         ts = np.asarray(ts, dtype=np.float64)
         ok = np.isfinite(ts) & (np.abs(ts) < _MAX_ABS_TS)
-        us = np.rint(np.where(ok, ts, 0.0) * _US).astype(np.int64)
+        us = np.rint(np.where(ok, ts, 0.0) * MICROS).astype(np.int64)
         t = us // self.tick_us - self.t_start + 1
         return np.where(ok, t, 0)
 
@@ -169,7 +169,7 @@ class TickClock:
 
     def tick_end(self, tick) -> np.ndarray:
         """Event time (seconds) at which tick(s) end: ``(t_start + tick) * tick_seconds``."""
-        return (self.t_start + np.asarray(tick, dtype=np.int64)) * self.tick_us / _US
+        return (self.t_start + np.asarray(tick, dtype=np.int64)) * self.tick_us / MICROS
 
     def deadline(self, tick, allowed_lateness_seconds: float) -> np.ndarray:
         """Public deadline (seconds since the epoch) of tick(s): a record published after it is not
@@ -205,7 +205,7 @@ def _seconds_or_none(v) -> Optional[float]:
     return v if math.isfinite(v) else None
 
 
-class _Partial(NamedTuple):
+class Partial(NamedTuple):
     """Points of one (shard, tick) from one bundle, with their sort keys."""
     points: np.ndarray   # (m, dim) float64
     slots: np.ndarray    # (m,) int64, -1 = none
@@ -213,11 +213,11 @@ class _Partial(NamedTuple):
     mids: np.ndarray     # (m,) str, "" = none
 
 
-def _empty_partial(dim: int) -> _Partial:
-    return _Partial(np.zeros((0, dim)), np.zeros(0, np.int64), np.zeros(0), np.array([], dtype=str))
+def empty_partial(dim: int) -> Partial:
+    return Partial(np.zeros((0, dim)), np.zeros(0, np.int64), np.zeros(0), np.array([], dtype=str))
 
 
-def _counter(prefix: str, name: str):
+def stage_counter(prefix: str, name: str):
     return Metrics.counter(NAMESPACE, prefix + name)
 
 
@@ -227,7 +227,7 @@ class _AssignTicksFn(beam.DoFn):
     """Buffers points as Python lists (one append per point); at the end of the bundle, or
     every ``max_buffer`` points, computes every tick and shard at once with numpy, drops
     (and counts) records outside the horizon or published after their tick's deadline, and
-    emits one :class:`_Partial` per (shard, tick) of the buffer.
+    emits one :class:`Partial` per (shard, tick) of the buffer.
 
     Every decision is a function of the record's own fields (slot, ts, publish time) and
     public parameters, so neither the bundle split, nor the flush time, nor any other
@@ -245,7 +245,7 @@ class _AssignTicksFn(beam.DoFn):
         self.max_buffer = max_buffer
 
     def setup(self):
-        c = lambda name: _counter(self.label_prefix, name)  # noqa: E731
+        c = lambda name: stage_counter(self.label_prefix, name)  # noqa: E731
         self._c_ticked, self._c_outside = c("ticked"), c("outside_horizon")
         self._c_late, self._c_noclock, self._c_bad = c("after_deadline"), c("no_clock"), c("bad_point")
         self._c_arrived_late = c("arrived_after_deadline")
@@ -381,13 +381,13 @@ class _AssignTicksFn(beam.DoFn):
             for grp in np.split(order, cuts):
                 g_idx = idx[grp]
                 tick = int(ticks[g_idx[0]])
-                part = _Partial(pts[grp], slots[g_idx], ts[g_idx], mids[grp])
+                part = Partial(pts[grp], slots[g_idx], ts[g_idx], mids[grp])
                 out.append(((int(shards[g_idx[0]]), tick), part, clock.tick_start(tick)))
         self.start_bundle()
         return out
 
 
-def merge_partials(parts) -> _Partial:
+def merge_partials(parts) -> Partial:
     """Concatenate partial batches of one tick and sort them by (slot, ts, message id,
     coordinates): the result is a deterministic function of the *set* of records,
     whatever the bundle split, pane split or arrival order."""
@@ -405,12 +405,12 @@ def merge_partials(parts) -> _Partial:
             keys = [pts[:, j] for j in range(pts.shape[1] - 1, -1, -1)] + [mids, ts, slots]
             order = np.lexsort(keys)
         pts, slots, ts, mids = pts[order], slots[order], ts[order], mids[order]
-    return _Partial(np.ascontiguousarray(pts), slots, ts, mids)
+    return Partial(np.ascontiguousarray(pts), slots, ts, mids)
 
 
 class _MergeTickFn(beam.DoFn):
     """One sorted batch per (shard, tick) pane (:func:`merge_partials`); with
-    ``keep_order_keys`` the :class:`_Partial` itself, so a consumer that receives a
+    ``keep_order_keys`` the :class:`Partial` itself, so a consumer that receives a
     tick in several panes can merge them into the same order."""
 
     def __init__(self, clock: TickClock, keep_order_keys: bool = False):
@@ -432,7 +432,7 @@ class _EmptyTicksFn(beam.DoFn):
         self.clock, self.dim = clock, dim
 
     def process(self, _):
-        empty = _empty_partial(self.dim)
+        empty = empty_partial(self.dim)
         if self.clock.horizon_ticks is None:
             raise ValueError("emit_empty_ticks needs a bounded horizon")
         for tick in range(1, self.clock.horizon_ticks + 1):
@@ -462,9 +462,9 @@ class BatchIntoTicks(beam.PTransform):
       ``emit_empty_ticks=True`` (needs ``dim``) one batch for **every** (shard, tick)
       in ``[0, n_shards) × [1, horizon_ticks]``, empty ones as ``(0, dim)`` arrays, so
       the set of keys does not depend on the data.
-    * ``keep_order_keys=True`` emits the sorted ``_Partial`` (points, slots, ts,
+    * ``keep_order_keys=True`` emits the sorted ``Partial`` (points, slots, ts,
       message ids) instead of the bare array, for consumers that merge panes.
-    * ``group=False`` skips the GroupByKey: one ``_Partial`` per (shard, tick, bundle flush), for
+    * ``group=False`` skips the GroupByKey: one ``Partial`` per (shard, tick, bundle flush), for
       a keyed consumer that buffers by tick and merges a tick's partials itself (the job's
       ``ShardTicks``: one shuffle instead of two).
     * Unbounded input: the GroupByKey fires on processing time every ``pane_seconds``

@@ -167,7 +167,7 @@ def stage_micro(ctx):
         pickle.loads(blob)
     out["engine_state"] = {"wall": c.wall, "cpu": c.cpu, "bytes": len(blob)}
     out["same_as_job"] = _same_as_job(ctx.get("releases"), rels)
-    with _Clock() as c:  # batch mode: ClusterTicks adds every (tick, _Partial) to a BagState and reads them back
+    with _Clock() as c:  # batch mode: ClusterTicks adds every (tick, Partial) to a BagState and reads them back
         blobs = [pickle.dumps((t, p), HP) for t, p in merged.items()]
         for b in blobs:
             pickle.loads(b)

@@ -36,7 +36,7 @@ _KEY_FUNCS = (  # (module, qualified name, label); resolved to (file, first line
     ("transforms.ticks", "_MergeTickFn.process", "_MergeTickFn.process (per tick)"),
     ("transforms.ticks", "merge_partials", "merge_partials"),
     ("transforms.bicriteria", "_LevelUpdatesFn.process", "_LevelUpdatesFn.process (per tick batch)"),
-    ("dpstream.bicriteria", "_level_update", "↳ _level_update (per (tree, level))"),
+    ("dpstream.bicriteria", "level_update", "↳ level_update (per (tree, level))"),
     ("transforms.bicriteria", "_BicriteriaLevelFn.process", "_BicriteriaLevelFn.process (per update)"),
     ("transforms.bicriteria", "_BicriteriaLevelFn.on_tick", "_BicriteriaLevelFn.on_tick (level steps)"),
     ("dpstream.bicriteria", "BicriteriaLevel.step_update", "↳ BicriteriaLevel.step_update"),
