@@ -45,7 +45,7 @@ Operator metrics (namespace ``dpstream``): ``points_processed``, ``clipped``, ``
 from __future__ import annotations
 
 import logging
-from typing import NamedTuple, Optional
+from typing import Optional
 
 import numpy as np
 
@@ -67,6 +67,8 @@ from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, as_partial
     row_blocks, ClusterJob, StageFn, load_state, measured, open_msg, store_state)
 from transforms.stages import load_seed  # noqa: F401  (re-exported: the job, tests and benchmarks import it from here)
 from transforms.epoch_stages import EpochStages
+from transforms.messages import (RegistryUpdates, RingPlan, RoutedTicks, RunPlans, ShardCounts, ShardPlans,
+                                 ShardPoints, StartClock, TickBatch, TickPoints)
 from transforms.release_stages import ClusterCoreset, ReleaseCoreset
 
 _log = logging.getLogger("dpstream")
@@ -97,9 +99,9 @@ class _ShardTicksFn(StageFn):
             m = {"done": 0, "fired": 0, "armed": sched.first_armed()}
             meta.write(m)
             timer.set(sched.close_time(m["armed"]))
-        if item[0] != "tick":
+        if isinstance(item, StartClock):
             return
-        g, part = item[1], item[2]  # part: a Msg, kept in the bag as the bytes it came as
+        g, part = item.tick, item.part  # part: a Msg, kept in the bag as the bytes it came as
         if g <= m["fired"]:  # its tick is closed: frozen, never reopened
             n = int(partial_from_bytes(open_msg(part)).points.shape[0])
             self._c_closed.inc(n)
@@ -144,11 +146,11 @@ class _ShardTicksFn(StageFn):
         self._c_points.inc(n_all)
         ends = np.concatenate([[0], np.cumsum(sizes)])
         for r in sorted(counts):
-            yield r, Msg(("count", key, counts[r]))
+            yield r, Msg(ShardCounts(key, counts[r]))
             # a run's ticks are consecutive: its points are one slice, shipped as one array (not one per tick)
             a = first[r]
             pts = x[ends[a]:ends[a + len(counts[r])]]
-            yield beam.pvalue.TaggedOutput("points", ((r, key), Msg(("points", counts[r], pts))))
+            yield beam.pvalue.TaggedOutput("points", ((r, key), Msg(ShardPoints(counts[r], pts))))
         self._stats.note(key, points=n_all)
 
 
@@ -191,11 +193,11 @@ class ShardTicks(beam.PTransform):
 
     def expand(self, ticks):
         dim = self.job.cfg.dim
-        data = (ticks | "KeyByShard" >> beam.Map(lambda kv: (int(kv[0][0]), ("tick", int(kv[0][1]),
-                                                                          Msg(partial_bytes(as_partial(kv[1], dim))))))
+        data = (ticks | "KeyByShard" >> beam.Map(lambda kv: (int(kv[0][0]), TickBatch(
+                    int(kv[0][1]), Msg(partial_bytes(as_partial(kv[1], dim))))))
                 .with_output_types(IntKeyed)
                 | "DataWindow" >> beam.WindowInto(GlobalWindows()))
-        start = (ticks.pipeline | "StartClock" >> beam.Create([(s, ("start",)) for s in range(self.job.n_shards)])
+        start = (ticks.pipeline | "StartClock" >> beam.Create([(s, StartClock()) for s in range(self.job.n_shards)])
                  .with_output_types(IntKeyed))
         out = ((data, start) | "WithStart" >> beam.Flatten()
                | "Shards" >> beam.ParDo(_ShardTicksFn(self.job)).with_input_types(IntKeyed)
@@ -204,19 +206,6 @@ class ShardTicks(beam.PTransform):
 
 
 # --------------------------------------------------------------------------- EpochPlan
-
-class Small(NamedTuple):
-    """The part of a tick's plan the rings need (and F at an adoption tick)."""
-    first: int
-    flush: bool
-    adopt: bool
-    final: bool
-    candidates: Optional[np.ndarray]
-
-
-def _small(p) -> Small:
-    return Small(p.first, p.flush, p.adopt, p.final, p.candidates)
-
 
 class _EpochPlanFn(StageFn):
     STAGE = "EpochPlan"
@@ -228,13 +217,13 @@ class _EpochPlanFn(StageFn):
         item = open_msg(item)
         job, cfg = self.job, self.job.cfg
         st = load_state(state) or {"planner": None, "pending": {}, "done": 0}
-        if item[0] == "count":
-            for t, n in item[2]:
+        if isinstance(item, ShardCounts):
+            for t, n in item.counts:
                 if t > st["done"]:
-                    st["pending"].setdefault(t, {})[item[1]] = n
+                    st["pending"].setdefault(t, {})[item.shard] = n
             need = job.n_shards
-        else:  # ("bic", [(t, new centers, count)]): the CenterRegistry's updates
-            for t, new, count in item[1]:
+        else:  # RegistryUpdates: [(t, new centers, count)]
+            for t, new, count in item.updates:
                 if t > st["done"]:
                     st["pending"][t] = (new, count)
             need = None
@@ -262,10 +251,10 @@ class _EpochPlanFn(StageFn):
         else:
             store_state(state, st)
         if plans:
-            msg = Msg(("plan", plans))
+            msg = Msg(ShardPlans(plans))
             for s in range(job.n_shards):
                 yield (r, s), msg
-            yield beam.pvalue.TaggedOutput("release", (RELEASE_KEY, Msg(("plan", r, plans))))
+            yield beam.pvalue.TaggedOutput("release", (RELEASE_KEY, Msg(RunPlans(r, plans))))
         self._stats.note(r, floats=planner.state_floats() + len(st["pending"]) * job.n_shards)
 
 
@@ -298,19 +287,19 @@ class _RouteFn(StageFn):
         if isinstance(st["points"], tuple):  # stored as one array (below)
             ts, sizes, x = st["points"]
             st["points"] = dict(zip(ts, row_blocks(x, sizes)))
-        if item[0] == "points":
-            _, counts, x = item
-            ends = np.cumsum([n for _, n in counts])
-            for (t, n), end in zip(counts, ends):
+        if isinstance(item, ShardPoints):
+            x = item.points
+            ends = np.cumsum([n for _, n in item.counts])
+            for (t, n), end in zip(item.counts, ends):
                 st["points"][t] = x[end - n:end]
-        else:
-            for p in item[1]:
+        else:  # ShardPlans
+            for p in item.plans:
                 st["plans"][p.t] = p
         ready = sorted(set(st["points"]) & set(st["plans"]))
         out = {}
         for t in ready:
             p = st["plans"].pop(t)
-            out.setdefault(p.epoch, []).append((t, st["points"].pop(t), _small(p)))
+            out.setdefault(p.epoch, []).append((t, st["points"].pop(t), RingPlan.of(p)))
         st["routed"] += len(ready)
         held = sum(len(x) for x in st["points"].values())
         if st["routed"] >= self.job.T:
@@ -323,13 +312,13 @@ class _RouteFn(StageFn):
         for e in sorted(out):
             ticks = out[e]  # each epoch copy gets its ticks' points as one array, with (t, n, plan) per tick
             x = np.concatenate([x for _, x, _ in ticks]) if ticks else np.zeros((0, self.job.cfg.dim))
-            yield beam.pvalue.TaggedOutput(f"e{e}", (key, Msg(("tick", [(t, len(x), p) for t, x, p in ticks], x))))
+            yield beam.pvalue.TaggedOutput(f"e{e}", (key, Msg(RoutedTicks([TickPoints(t, len(x), p) for t, x, p in ticks],
+                                                                           x))))
         self._stats.note(key, points=held)
 
 
 class RouteByEpoch(beam.PTransform):
-    """(shard points, shard plans) → one PCollection per epoch index: ``((r, s), ("tick", [(t, n, plan)], x))``,
-    x the n points of each tick, tick after tick, in one array."""
+    """(shard points, shard plans) → one PCollection per epoch index: ``((r, s), RoutedTicks)``."""
 
     def __init__(self, job: ClusterJob, label: Optional[str] = None):
         super().__init__(label)
@@ -399,10 +388,10 @@ def apply_stages(job: ClusterJob, ticks, updates=None):
 
 
 def _registry_by_run(ups, job: ClusterJob):
-    """The CenterRegistry's ``[(global tick, new centers, count)]`` → per run ``(r, ("bic", [(t, …)]))``."""
+    """The CenterRegistry's ``[(global tick, new centers, count)]`` → per run ``(r, RegistryUpdates)``."""
     by = {}
     for g, new, count in ups:
         r, t = job.split(g)
         by.setdefault(r, []).append((t, new, count))
     for r in sorted(by):
-        yield r, Msg(("bic", by[r]))
+        yield r, Msg(RegistryUpdates(by[r]))

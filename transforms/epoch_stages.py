@@ -19,6 +19,7 @@ from dpstream.rings import assign_parts
 from dpstream.semicoresets import WeightedSet
 from dpstream.sparse_vector import LevelZeroAboveThreshold
 
+from transforms.messages import PackedParts, RingCenters, RingClosed, RingParts, RingRecords, RingTick, RoutedTicks
 from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, row_blocks, ClusterJob,
     RunContext, StageFn, load_state, measured, open_msg, store_state)
 
@@ -56,25 +57,25 @@ class _AssignRingsFn(_EpochStageFn):
         job, cfg, e = self.job, self.job.cfg, self.epoch
         st = load_state(state) or {"centers": cfg.center_vec[None, :].copy() if e == 0 else None, "pending": [],
                               "x": [], "n": 0, "span": None, "prev": None}
-        if item[0] == "tick":  # [(t, n, plan)] and the ticks' points, tick after tick, in one array
-            st["pending"].extend(item[1])
-            st["x"].append(item[2])
-        else:  # ("centers", F, coresets | None): this epoch's ring centers, from EpochClose of epoch e − 1
-            st["centers"] = np.asarray(item[1], dtype=float)
-            st["prev"] = item[2]  # shard 0 only: the closed epochs' coresets, passed on to ring 0
+        if isinstance(item, RoutedTicks):
+            st["pending"].extend(item.ticks)
+            st["x"].append(item.points)
+        else:  # RingCenters: this epoch's ring centers, from EpochClose of epoch e − 1
+            st["centers"] = np.asarray(item.centers, dtype=float)
+            st["prev"] = item.coresets  # shard 0 only: the closed epochs' coresets, passed on to ring 0
         C = st["centers"]
         if C is None or not st["pending"]:
             if len(st["x"]) > 1:  # stored as one array
                 st["x"] = [np.concatenate(st["x"])]
             store_state(state, st)
-            self._stats.note(key, points=sum(n for _, n, _ in st["pending"]))
+            self._stats.note(key, points=sum(tp.n for tp in st["pending"]))
             return
         ctx = self.run(r)
         V = self._directions(r, ctx)
         I = job.n_rings
         pending = st["pending"]
         X = np.concatenate(st["x"]) if len(st["x"]) > 1 else st["x"][0]
-        tix = np.repeat(np.arange(len(pending)), [n for _, n, _ in pending])
+        tix = np.repeat(np.arange(len(pending)), [tp.n for tp in pending])
         if len(X):
             ring, f = assign_parts(X, C, cfg.ring_base, cfg.n_rings, cfg.ring_ratio)
             order = np.argsort(ring, kind="stable")
@@ -86,10 +87,10 @@ class _AssignRingsFn(_EpochStageFn):
             blk = ctx.A.open_block(C, np.full(C.shape[0], float(cfg.ring_radius(i))), ("A", e, i), directions=V[i])
             sel = order[bounds[i]:bounds[i + 1]]
             parts = blk.partials(X[sel], f[sel] if len(X) else sel, tix[sel], len(pending))  # one pass per ring
-            out.append(_pack_parts([t for t, _, _ in pending], parts, [p for _, _, p in pending]))
-        for t, _, p in pending:
-            if p.adopt or p.final:
-                st["span"] = t - p.first + 1
+            out.append(pack_parts([tp.tick for tp in pending], parts, [tp.plan for tp in pending]))
+        for tp in pending:
+            if tp.plan.adopt or tp.plan.final:
+                st["span"] = tp.tick - tp.plan.first + 1
         st["n"] += len(st["pending"])
         st["pending"], st["x"] = [], []
         # the closed epochs' coresets (shard 0 only) go once, with this shard's first parts: ring 0
@@ -100,11 +101,11 @@ class _AssignRingsFn(_EpochStageFn):
         else:
             store_state(state, st)
         for i in range(I):
-            yield (r, i), Msg(("part", s, C, out[i], prev if i == 0 else None))
+            yield (r, i), Msg(RingParts(s, C, out[i], prev if i == 0 else None))
         self._stats.note(key)
 
 
-def _pack_parts(ticks, parts, plans):
+def pack_parts(ticks, parts, plans) -> PackedParts:
     """A ring's partial sketches of consecutive ticks, each ``(*arrays with a row per entry, n)`` (the
     block's ``partial``: integer tables, or raw points for lloyd / snap), as one array per position:
     one pickle each instead of one per tick and position (a shard ships ~1,000 ticks × 12 rings at
@@ -116,14 +117,13 @@ def _pack_parts(ticks, parts, plans):
         kinds = {(a.dtype, a.shape[1:]) for a in arrs if isinstance(a, np.ndarray)}
         same = len(kinds) == 1 and all(isinstance(a, np.ndarray) for a in arrs) and [len(a) for a in arrs] == sizes
         cols.append(np.concatenate(arrs) if same else arrs)
-    return list(ticks), [int(p[-1]) for p in parts], list(plans), sizes, cols
+    return PackedParts(list(ticks), [int(p[-1]) for p in parts], list(plans), sizes, cols)
 
 
-def _unpack_parts(packed):
-    """:func:`_pack_parts` → ``[(t, partial, plan)]`` (the arrays as views)."""
-    ticks, ns, plans, sizes, cols = packed
-    cols = [row_blocks(c, sizes) if isinstance(c, np.ndarray) else c for c in cols]
-    return [(t, arrays + (n,), p) for t, n, p, arrays in zip(ticks, ns, plans, zip(*cols))]
+def unpack_parts(packed: PackedParts):
+    """:func:`pack_parts` → ``[(t, partial, plan)]`` (the arrays as views)."""
+    cols = [row_blocks(c, packed.sizes) if isinstance(c, np.ndarray) else c for c in packed.cols]
+    return [(t, arrays + (n,), p) for t, n, p, arrays in zip(packed.ticks, packed.ns, packed.plans, zip(*cols))]
 
 
 # --------------------------------------------------------------------------- RingMergeReduce
@@ -140,8 +140,8 @@ class _RingFn(_EpochStageFn):
         r, i = key
         job, cfg, e = self.job, self.job.cfg, self.epoch
         st = load_state(state) or {"ring": None, "svt": None, "have": {}, "next": None, "C": None, "prev": None}
-        _, s, C, packed, prev = item
-        entries = _unpack_parts(packed)
+        s, C, prev = item.shard, item.centers, item.prev
+        entries = unpack_parts(item.packed)
         st["C"] = C
         if prev is not None:  # ring 0 of epoch e > 0: the closed epochs' coresets, for EpochClose[e]
             st["prev"] = prev
@@ -185,7 +185,7 @@ class _RingFn(_EpochStageFn):
             changed = ring.last_release == t
             delta = [(j, lv) for j, lv in enumerate(ring.levels)
                      if j >= len(before) or lv is not before[j]] if changed else None
-            recs.append((t, changed, delta, len(ring.levels)))
+            recs.append(RingTick(t, changed, delta, len(ring.levels)))
             if p.adopt:
                 closing = (t, ring.released(), p.candidates)
             st["next"] = t + 1
@@ -212,9 +212,9 @@ class _RingFn(_EpochStageFn):
                 floats = ring.state_floats()
             store_state(state, st)
         if recs:
-            yield RELEASE_KEY, Msg(("ring", r, e, i, recs))
+            yield RELEASE_KEY, Msg(RingRecords(r, e, i, recs))
         if closing is not None:
-            yield beam.pvalue.TaggedOutput("close", (r, Msg(("ring", i) + closing + (st["prev"] if i == 0 else None,))))
+            yield beam.pvalue.TaggedOutput("close", (r, Msg(RingClosed(i, *closing, st["prev"] if i == 0 else None))))
         self._stats.note(key, floats=floats,
                          points=ring.block.n if ring is not None and not done else 0)
 
@@ -231,10 +231,9 @@ class _EpochCloseFn(_EpochStageFn):
         item = open_msg(item)
         job, cfg, e = self.job, self.job.cfg, self.epoch
         st = load_state(state) or {"sets": {}, "t": None, "candidates": None, "prev": [] if e == 0 else None}
-        _, i, t, S, cand, prev = item  # ring i's released set at the adoption tick t (ring 0: + the
-        st["sets"][i], st["t"], st["candidates"] = S, t, cand  # coresets of the epochs before e)
-        if prev is not None:
-            st["prev"] = prev
+        st["sets"][item.ring], st["t"], st["candidates"] = item.released, item.tick, item.candidates
+        if item.prev is not None:  # ring 0: the coresets of the epochs before e
+            st["prev"] = item.prev
         if len(st["sets"]) < job.n_rings or st["prev"] is None:
             store_state(state, st)
             self._stats.note(r)
@@ -251,9 +250,9 @@ class _EpochCloseFn(_EpochStageFn):
         # EpochClose[e] → EpochClose[e+1] would double, copy after copy, the (empty) bundles the
         # BundleBasedDirectRunner runs for every upstream bundle (measured: 544 per key-stage of
         # copy 4 at T = 8, 12,770 bundles in all)
-        msg = Msg(("centers", F, None))
+        msg = Msg(RingCenters(F, None))
         for s in range(job.n_shards):
-            yield (r, s), (Msg(("centers", F, coresets)) if s == 0 else msg)
+            yield (r, s), (Msg(RingCenters(F, coresets)) if s == 0 else msg)
         self._stats.note(r)
 
 

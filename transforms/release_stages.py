@@ -22,6 +22,7 @@ from dpstream.semicoresets import WeightedSet
 from transforms.parse import NAMESPACE
 from transforms.release_json import ReleaseEncoder
 
+from transforms.messages import RingRecords, RunPlans
 from transforms.stages import IntKeyed, RELEASE_KEY, ClusterJob, StageFn, load_state, measured, open_msg, store_state
 
 
@@ -57,11 +58,11 @@ class _ReleaseFn(StageFn):
         item = open_msg(item)
         job, cfg = self.job, self.job.cfg
         st = load_state(state) or {"g": 0, "planned": set(), "have": {}, "run": None, "closed": [], "all_time": None}
-        if item[0] == "plan":
-            st["planned"].update(job.glob(item[1], p.t) for p in item[2])
-        else:
-            for t, *_ in item[4]:
-                g = job.glob(item[1], t)
+        if isinstance(item, RunPlans):
+            st["planned"].update(job.glob(item.run, p.t) for p in item.plans)
+        else:  # RingRecords
+            for rt in item.ticks:
+                g = job.glob(item.run, rt.tick)
                 st["have"][g] = st["have"].get(g, 0) + 1
         nxt = st["g"] + 1
         if nxt not in st["planned"] or st["have"].get(nxt, 0) < job.n_rings:  # data gating: wait
@@ -71,13 +72,12 @@ class _ReleaseFn(StageFn):
             return
         plans, recs = {}, {}  # what arrived before (a bag: one small write per element), read once
         for it in list(inbox.read()) + [item]:
-            if it[0] == "plan":
-                for p in it[2]:
-                    plans[job.glob(it[1], p.t)] = p
+            if isinstance(it, RunPlans):
+                for p in it.plans:
+                    plans[job.glob(it.run, p.t)] = p
             else:
-                _, r, e, i, rr = it
-                for t, changed, delta, L in rr:
-                    recs.setdefault(job.glob(r, t), {})[i] = (r, e, changed, delta, L)
+                for rt in it.ticks:
+                    recs.setdefault(job.glob(it.run, rt.tick), {})[it.ring] = (it.run, it.epoch, rt)
         inbox.clear()
         out = []
         while True:
@@ -88,19 +88,19 @@ class _ReleaseFn(StageFn):
             del plans[g], recs[g]
             st["planned"].discard(g)
             st["have"].pop(g, None)
-            out.append(self._tick(st, g, p, {i: v[2:] for i, v in got.items()}))
+            out.append(self._tick(st, g, p, {i: v[2] for i, v in got.items()}))
             st["g"] = g
         left = {}
         for g, got in recs.items():  # later ticks wait in the inbox again
-            for i, (r, e, changed, delta, L) in got.items():
-                left.setdefault((r, e, i), []).append((job.split(g)[1], changed, delta, L))
+            for i, (r, e, rt) in got.items():
+                left.setdefault((r, e, i), []).append(rt)
         for (r, e, i), rr in sorted(left.items()):
-            inbox.add(("ring", r, e, i, rr))
+            inbox.add(RingRecords(r, e, i, rr))
         by_run = {}
         for g in sorted(plans):
             by_run.setdefault(job.split(g)[0], []).append(plans[g])
         for r, ps in sorted(by_run.items()):
-            inbox.add(("plan", r, ps))
+            inbox.add(RunPlans(r, ps))
         store_state(state, st)
         for rec in out:
             yield rec
@@ -121,12 +121,12 @@ class _ReleaseFn(StageFn):
         I = job.n_rings
         changed_any = False
         for i in range(I):
-            changed, delta, L = got[i]
-            if changed:
+            rt = got[i]
+            if rt.changed:
                 changed_any = True
                 lv = run["levels"].setdefault(i, [])
-                lv.extend([None] * (L - len(lv)))
-                for j, S in delta:
+                lv.extend([None] * (rt.n_levels - len(lv)))
+                for j, S in rt.delta:
                     lv[j] = S
         e = run["epoch"]
         if p.adopt:  # the epoch's coreset (B of its rings' levels), then the next epoch
