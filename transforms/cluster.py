@@ -45,7 +45,8 @@ Operator metrics (namespace ``dpstream``): ``points_processed``, ``clipped``, ``
 from __future__ import annotations
 
 import logging
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -75,6 +76,12 @@ _log = logging.getLogger("dpstream")
 
 # --------------------------------------------------------------------------- ShardTicks
 
+class ShardClock(NamedTuple):
+    """ShardTicks' state: the last tick closed (its points frozen) and the tick its timer is armed for."""
+    fired: int
+    armed: Optional[int]
+
+
 class _ShardTicksFn(StageFn):
     STAGE = "ShardTicks"
     META = userstate.ReadModifyWriteStateSpec("dpstream_shard_meta", PickleCoder())
@@ -96,13 +103,13 @@ class _ShardTicksFn(StageFn):
         sched = self.job.schedule
         m = meta.read()
         if m is None:  # the first element (the start marker or data): arm the first tick
-            m = {"done": 0, "fired": 0, "armed": sched.first_armed()}
+            m = ShardClock(0, sched.first_armed())
             meta.write(m)
-            timer.set(sched.close_time(m["armed"]))
+            timer.set(sched.close_time(m.armed))
         if isinstance(item, StartClock):
             return
         g, part = item.tick, item.part  # part: a Msg, kept in the bag as the bytes it came as
-        if g <= m["fired"]:  # its tick is closed: frozen, never reopened
+        if g <= m.fired:  # its tick is closed: frozen, never reopened
             n = int(partial_from_bytes(open_msg(part)).points.shape[0])
             self._c_closed.inc(n)
             _log.warning("dpstream: %d point(s) of tick %d arrived after the tick closed; dropped "
@@ -116,23 +123,23 @@ class _ShardTicksFn(StageFn):
                 buf=beam.DoFn.StateParam(BUFFER), timer=beam.DoFn.TimerParam(TICK)):
         sched = self.job.schedule
         m = meta.read()
-        if m is None or m["armed"] is None:
+        if m is None or m.armed is None:
             self._c_obsolete.inc()
             return
-        want = sched.close_time(m["armed"])
+        want = sched.close_time(m.armed)
         if ts != want:  # an obsolete firing of a timer that was re-set: restore it, do nothing
             self._c_obsolete.inc()
             timer.set(want)
             return
-        fired = m["armed"]
+        fired = m.armed
         nxt = sched.next_armed(fired)
-        meta.write({"done": fired, "fired": fired, "armed": nxt})
+        meta.write(ShardClock(fired, nxt))
         if nxt is not None:
             timer.set(sched.close_time(nxt))
         pending = take_ticks_upto(buf, fired)
         job = self.job
         cfg = job.cfg
-        ticks = list(range(m["done"] + 1, fired + 1))
+        ticks = list(range(m.fired + 1, fired + 1))
         x, sizes = merge_ticks([[partial_from_bytes(open_msg(p)) for p in pending.pop(g, ())] for g in ticks], cfg.dim)
         x, nclip = clip_to_ball(x, cfg.center_vec, cfg.radius)  # row by row: one call for all the ticks
         if nclip:
@@ -207,6 +214,15 @@ class ShardTicks(beam.PTransform):
 
 # --------------------------------------------------------------------------- EpochPlan
 
+@dataclass
+class PlanState:
+    """EpochPlan's state of a run: the planner, what arrived for ticks not yet planned
+    (``{t: {shard: n}}``, or ``{t: (new centers, count)}`` from the CenterRegistry) and the last tick planned."""
+    planner: Optional[epochs.EpochPlanner] = None
+    pending: dict = field(default_factory=dict)
+    done: int = 0
+
+
 class _EpochPlanFn(StageFn):
     STAGE = "EpochPlan"
     STATE = userstate.ReadModifyWriteStateSpec("dpstream_plan_state", BytesCoder())
@@ -216,37 +232,37 @@ class _EpochPlanFn(StageFn):
         r, item = element
         item = open_msg(item)
         job, cfg = self.job, self.job.cfg
-        st = load_state(state) or {"planner": None, "pending": {}, "done": 0}
+        st = load_state(state) or PlanState()
         if isinstance(item, ShardCounts):
             for t, n in item.counts:
-                if t > st["done"]:
-                    st["pending"].setdefault(t, {})[item.shard] = n
+                if t > st.done:
+                    st.pending.setdefault(t, {})[item.shard] = n
             need = job.n_shards
         else:  # RegistryUpdates: [(t, new centers, count)]
             for t, new, count in item.updates:
-                if t > st["done"]:
-                    st["pending"][t] = (new, count)
+                if t > st.done:
+                    st.pending[t] = (new, count)
             need = None
         ctx = self.run(r)
-        planner = st["planner"]
+        planner = st.planner
         if planner is None:
             planner = epochs.EpochPlanner(cfg, ctx.plan, ctx.noise, ctx.block_size)
         elif planner.counter is not None:
             planner.counter.noise = ctx.noise
         plans = []
         while True:
-            t = st["done"] + 1
-            got = st["pending"].get(t)
+            t = st.done + 1
+            got = st.pending.get(t)
             if got is None or (need is not None and len(got) < need):
                 break
-            del st["pending"][t]
+            del st.pending[t]
             plans.append(planner.step(sum(got.values())) if need is not None
                          else planner.step(bicriteria_update=got))
-            st["done"] = t
+            st.done = t
         if planner.counter is not None:
             planner.counter.noise = None  # never pickled with the state (re-attached above)
-        st["planner"] = planner
-        if st["done"] >= job.T:
+        st.planner = planner
+        if st.done >= job.T:
             state.clear()
         else:
             store_state(state, st)
@@ -255,7 +271,7 @@ class _EpochPlanFn(StageFn):
             for s in range(job.n_shards):
                 yield (r, s), msg
             yield beam.pvalue.TaggedOutput("release", (RELEASE_KEY, Msg(RunPlans(r, plans))))
-        self._stats.note(r, floats=planner.state_floats() + len(st["pending"]) * job.n_shards)
+        self._stats.note(r, floats=planner.state_floats() + len(st.pending) * job.n_shards)
 
 
 class EpochPlan(beam.PTransform):
@@ -275,6 +291,16 @@ class EpochPlan(beam.PTransform):
 
 # --------------------------------------------------------------------------- RouteByEpoch
 
+@dataclass
+class RouteState:
+    """RouteByEpoch's state of a (run, shard): points and plans of ticks not yet routed, by tick, and
+    how many ticks it routed. Stored with the points as one array (``packed``: ticks, sizes, array)."""
+    points: dict = field(default_factory=dict)
+    plans: dict = field(default_factory=dict)
+    routed: int = 0
+    packed: Optional[tuple] = None
+
+
 class _RouteFn(StageFn):
     STAGE = "RouteByEpoch"
     STATE = userstate.ReadModifyWriteStateSpec("dpstream_route_state", BytesCoder())
@@ -283,31 +309,32 @@ class _RouteFn(StageFn):
     def process(self, element, state=beam.DoFn.StateParam(STATE)):
         key, item = element
         item = open_msg(item)
-        st = load_state(state) or {"points": {}, "plans": {}, "routed": 0}
-        if isinstance(st["points"], tuple):  # stored as one array (below)
-            ts, sizes, x = st["points"]
-            st["points"] = dict(zip(ts, row_blocks(x, sizes)))
+        st = load_state(state) or RouteState()
+        if st.packed is not None:  # stored as one array (below)
+            ts, sizes, x = st.packed
+            st.points, st.packed = dict(zip(ts, row_blocks(x, sizes))), None
         if isinstance(item, ShardPoints):
             x = item.points
             ends = np.cumsum([n for _, n in item.counts])
             for (t, n), end in zip(item.counts, ends):
-                st["points"][t] = x[end - n:end]
+                st.points[t] = x[end - n:end]
         else:  # ShardPlans
             for p in item.plans:
-                st["plans"][p.t] = p
-        ready = sorted(set(st["points"]) & set(st["plans"]))
+                st.plans[p.t] = p
+        ready = sorted(set(st.points) & set(st.plans))
         out = {}
         for t in ready:
-            p = st["plans"].pop(t)
-            out.setdefault(p.epoch, []).append((t, st["points"].pop(t), RingPlan.of(p)))
-        st["routed"] += len(ready)
-        held = sum(len(x) for x in st["points"].values())
-        if st["routed"] >= self.job.T:
+            p = st.plans.pop(t)
+            out.setdefault(p.epoch, []).append((t, st.points.pop(t), RingPlan.of(p)))
+        st.routed += len(ready)
+        held = sum(len(x) for x in st.points.values())
+        if st.routed >= self.job.T:
             state.clear()
         else:
-            if st["points"]:  # stored as one array, not one pickled array per tick
-                ts = sorted(st["points"])
-                st["points"] = (ts, [len(st["points"][t]) for t in ts], np.concatenate([st["points"][t] for t in ts]))
+            if st.points:  # stored as one array, not one pickled array per tick
+                ts = sorted(st.points)
+                st.packed = (ts, [len(st.points[t]) for t in ts], np.concatenate([st.points[t] for t in ts]))
+                st.points = {}
             store_state(state, st)
         for e in sorted(out):
             ticks = out[e]  # each epoch copy gets its ticks' points as one array, with (t, n, plan) per tick

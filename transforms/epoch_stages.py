@@ -5,7 +5,8 @@ epoch indices e < ⌊log2 T⌋ + 2): :class:`AssignRings` (key (run, point shard
 :class:`EpochStages`. See ``transforms/cluster.py`` and ``docs/beam-graph.md``."""
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import List, Optional
 
 import numpy as np
 
@@ -19,9 +20,46 @@ from dpstream.rings import assign_parts
 from dpstream.semicoresets import WeightedSet
 from dpstream.sparse_vector import LevelZeroAboveThreshold
 
-from transforms.messages import PackedParts, RingCenters, RingClosed, RingParts, RingRecords, RingTick, RoutedTicks
+from transforms.messages import TickPoints, PackedParts, RingCenters, RingClosed, RingParts, RingRecords, RingTick, RoutedTicks
 from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, row_blocks, ClusterJob,
     RunContext, StageFn, load_state, measured, open_msg, store_state)
+
+
+@dataclass
+class AssignState:
+    """AssignRings' state of a (run, shard) for one epoch: the epoch's ring centers (None until
+    EpochClose of the epoch before sends them), the routed ticks not yet assigned and their points,
+    how many ticks it assigned, the epoch's span in ticks once known, and (shard 0) the closed
+    epochs' coresets to pass on to ring 0."""
+    centers: Optional[np.ndarray]
+    pending: List[TickPoints] = field(default_factory=list)
+    x: List[np.ndarray] = field(default_factory=list)
+    n: int = 0
+    span: Optional[int] = None
+    prev: Optional[list] = None
+
+
+@dataclass
+class RingState:
+    """RingMergeReduce's state of a (run, ring) for one epoch: the ring's merge-reduce state and sparse
+    vector (None before its first complete tick), the shards' parts counted per tick, the next tick
+    to process, the centers the points were assigned to and (ring 0) the closed epochs' coresets."""
+    ring: Optional[dict] = None
+    svt: Optional[LevelZeroAboveThreshold] = None
+    have: dict = field(default_factory=dict)
+    next_tick: Optional[int] = None
+    centers: Optional[np.ndarray] = None
+    prev: Optional[list] = None
+
+
+@dataclass
+class CloseState:
+    """EpochClose's state of a run for one epoch: each ring's released set at the adoption tick, that
+    tick, F (the candidates) and the coresets of the epochs before (None until ring 0 brings them)."""
+    sets: dict = field(default_factory=dict)
+    tick: Optional[int] = None
+    candidates: Optional[np.ndarray] = None
+    prev: Optional[list] = None
 
 
 class _EpochStageFn(StageFn):
@@ -55,26 +93,25 @@ class _AssignRingsFn(_EpochStageFn):
         item = open_msg(item)
         r, s = key
         job, cfg, e = self.job, self.job.cfg, self.epoch
-        st = load_state(state) or {"centers": cfg.center_vec[None, :].copy() if e == 0 else None, "pending": [],
-                              "x": [], "n": 0, "span": None, "prev": None}
+        st = load_state(state) or AssignState(cfg.center_vec[None, :].copy() if e == 0 else None)
         if isinstance(item, RoutedTicks):
-            st["pending"].extend(item.ticks)
-            st["x"].append(item.points)
+            st.pending.extend(item.ticks)
+            st.x.append(item.points)
         else:  # RingCenters: this epoch's ring centers, from EpochClose of epoch e − 1
-            st["centers"] = np.asarray(item.centers, dtype=float)
-            st["prev"] = item.coresets  # shard 0 only: the closed epochs' coresets, passed on to ring 0
-        C = st["centers"]
-        if C is None or not st["pending"]:
-            if len(st["x"]) > 1:  # stored as one array
-                st["x"] = [np.concatenate(st["x"])]
+            st.centers = np.asarray(item.centers, dtype=float)
+            st.prev = item.coresets  # shard 0 only: the closed epochs' coresets, passed on to ring 0
+        C = st.centers
+        if C is None or not st.pending:
+            if len(st.x) > 1:  # stored as one array
+                st.x = [np.concatenate(st.x)]
             store_state(state, st)
-            self._stats.note(key, points=sum(tp.n for tp in st["pending"]))
+            self._stats.note(key, points=sum(tp.n for tp in st.pending))
             return
         ctx = self.run(r)
         V = self._directions(r, ctx)
         I = job.n_rings
-        pending = st["pending"]
-        X = np.concatenate(st["x"]) if len(st["x"]) > 1 else st["x"][0]
+        pending = st.pending
+        X = np.concatenate(st.x) if len(st.x) > 1 else st.x[0]
         tix = np.repeat(np.arange(len(pending)), [tp.n for tp in pending])
         if len(X):
             ring, f = assign_parts(X, C, cfg.ring_base, cfg.n_rings, cfg.ring_ratio)
@@ -90,13 +127,13 @@ class _AssignRingsFn(_EpochStageFn):
             out.append(pack_parts([tp.tick for tp in pending], parts, [tp.plan for tp in pending]))
         for tp in pending:
             if tp.plan.adopt or tp.plan.final:
-                st["span"] = tp.tick - tp.plan.first + 1
-        st["n"] += len(st["pending"])
-        st["pending"], st["x"] = [], []
+                st.span = tp.tick - tp.plan.first + 1
+        st.n += len(st.pending)
+        st.pending, st.x = [], []
         # the closed epochs' coresets (shard 0 only) go once, with this shard's first parts: ring 0
         # cannot complete a tick without them, so it holds them before its epoch can close
-        prev, st["prev"] = st.get("prev"), None
-        if st["span"] is not None and st["n"] >= st["span"]:
+        prev, st.prev = st.prev, None
+        if st.span is not None and st.n >= st.span:
             state.clear()  # the epoch's last tick is out: this key is done
         else:
             store_state(state, st)
@@ -139,38 +176,38 @@ class _RingFn(_EpochStageFn):
         item = open_msg(item)
         r, i = key
         job, cfg, e = self.job, self.job.cfg, self.epoch
-        st = load_state(state) or {"ring": None, "svt": None, "have": {}, "next": None, "C": None, "prev": None}
+        st = load_state(state) or RingState()
         s, C, prev = item.shard, item.centers, item.prev
         entries = unpack_parts(item.packed)
-        st["C"] = C
+        st.centers = C
         if prev is not None:  # ring 0 of epoch e > 0: the closed epochs' coresets, for EpochClose[e]
-            st["prev"] = prev
+            st.prev = prev
         for t, part, p in entries:
-            st["have"][t] = st["have"].get(t, 0) + 1
-            if st["next"] is None:
-                st["next"] = p.first
-        if st["have"].get(st["next"], 0) < job.n_shards:  # tick `next` is not complete: wait (data gating)
+            st.have[t] = st.have.get(t, 0) + 1
+            if st.next_tick is None:
+                st.next_tick = p.first
+        if st.have.get(st.next_tick, 0) < job.n_shards:  # tick `next_tick` is not complete: wait (data gating)
             inbox.add((s, entries))
             store_state(state, st)
             self._stats.note(key)
             return
         # the inbox (a bag: appends cost one small write) holds what arrived before; read it once
-        st["pending"], st["plans"] = {}, {}
+        pending, plans = {}, {}
         for sh, ents in list(inbox.read()) + [(s, entries)]:
             for t, part, p in ents:
-                st["pending"].setdefault(t, {})[sh] = part
-                st["plans"][t] = p
+                pending.setdefault(t, {})[sh] = part
+                plans[t] = p
         inbox.clear()
         ctx = self.run(r)
         ring = svt = None
         recs, closing, done = [], None, False
-        while not done and len(st["pending"].get(st["next"], ())) == job.n_shards:
-            t = st["next"]
-            parts, p = st["pending"].pop(t), st["plans"].pop(t)
+        while not done and len(pending.get(st.next_tick, ())) == job.n_shards:
+            t = st.next_tick
+            parts, p = pending.pop(t), plans.pop(t)
             if ring is None:
-                ring = (_Ring(cfg, ctx.noise, ctx.A, e, i, st["C"]) if st["ring"] is None
-                        else _Ring.from_state(st["ring"], cfg, ctx.noise, ctx.A))
-                svt = st["svt"] or LevelZeroAboveThreshold(cfg.n_rings, ctx.block_size, ctx.plan.svt_scale,
+                ring = (_Ring(cfg, ctx.noise, ctx.A, e, i, st.centers) if st.ring is None
+                        else _Ring.from_state(st.ring, cfg, ctx.noise, ctx.A))
+                svt = st.svt or LevelZeroAboveThreshold(cfg.n_rings, ctx.block_size, ctx.plan.svt_scale,
                                                            ctx.noise, ("svt", e), index=i)
                 svt.noise = ctx.noise
                 unmerged = []  # this firing's partial sketches not yet in the block (sums of integers)
@@ -188,14 +225,13 @@ class _RingFn(_EpochStageFn):
             recs.append(RingTick(t, changed, delta, len(ring.levels)))
             if p.adopt:
                 closing = (t, ring.released(), p.candidates)
-            st["next"] = t + 1
+            st.next_tick = t + 1
             done = p.adopt or p.final
         floats = 0
         if ring is not None and unmerged:
             ring.block.merge_many(unmerged)  # the state written holds one compact table
-        pending, plans = st.pop("pending"), st.pop("plans")
-        for t in [t for t in st["have"] if t < st["next"]]:
-            del st["have"][t]
+        for t in [t for t in st.have if t < st.next_tick]:
+            del st.have[t]
         if done:
             state.clear()
             inbox.clear()
@@ -208,13 +244,13 @@ class _RingFn(_EpochStageFn):
                 inbox.add((sh, by_shard[sh]))
             if ring is not None:
                 svt.noise = None  # never pickled (re-attached after every read)
-                st["ring"], st["svt"] = ring.state(), svt
+                st.ring, st.svt = ring.state(), svt
                 floats = ring.state_floats()
             store_state(state, st)
         if recs:
             yield RELEASE_KEY, Msg(RingRecords(r, e, i, recs))
         if closing is not None:
-            yield beam.pvalue.TaggedOutput("close", (r, Msg(RingClosed(i, *closing, st["prev"] if i == 0 else None))))
+            yield beam.pvalue.TaggedOutput("close", (r, Msg(RingClosed(i, *closing, st.prev if i == 0 else None))))
         self._stats.note(key, floats=floats,
                          points=ring.block.n if ring is not None and not done else 0)
 
@@ -230,21 +266,21 @@ class _EpochCloseFn(_EpochStageFn):
         r, item = element
         item = open_msg(item)
         job, cfg, e = self.job, self.job.cfg, self.epoch
-        st = load_state(state) or {"sets": {}, "t": None, "candidates": None, "prev": [] if e == 0 else None}
-        st["sets"][item.ring], st["t"], st["candidates"] = item.released, item.tick, item.candidates
+        st = load_state(state) or CloseState(prev=[] if e == 0 else None)
+        st.sets[item.ring], st.tick, st.candidates = item.released, item.tick, item.candidates
         if item.prev is not None:  # ring 0: the coresets of the epochs before e
-            st["prev"] = item.prev
-        if len(st["sets"]) < job.n_rings or st["prev"] is None:
+            st.prev = item.prev
+        if len(st.sets) < job.n_rings or st.prev is None:
             store_state(state, st)
             self._stats.note(r)
             return
         state.clear()
-        ctx, t = self.run(r), st["t"]
-        S = WeightedSet.concat([st["sets"][i] for i in range(job.n_rings)], cfg.dim)
-        coresets = list(st["prev"]) + [_reduce(cfg, ctx.noise, S, ("B", e, "epoch", t), job.z)]
+        ctx, t = self.run(r), st.tick
+        S = WeightedSet.concat([st.sets[i] for i in range(job.n_rings)], cfg.dim)
+        coresets = list(st.prev) + [_reduce(cfg, ctx.noise, S, ("B", e, "epoch", t), job.z)]
         pts, w = epochs.release_sample(cfg, ctx.noise, WeightedSet.concat(coresets, cfg.dim), e + 1, t, job.z)
         centers = epochs.release_centers(cfg, ctx.noise, pts, w, e + 1, t)
-        F = np.vstack([st["candidates"], epochs.ring_centers(cfg, ctx.noise, pts, w, centers, e + 1, t)])
+        F = np.vstack([st.candidates, epochs.ring_centers(cfg, ctx.noise, pts, w, centers, e + 1, t)])
         # the next epoch's ring centers to every shard; the coresets so far ride with shard 0's copy
         # (AssignRings[e+1] shard 0 → RingMergeReduce[e+1] ring 0 → EpochClose[e+1]): a direct edge
         # EpochClose[e] → EpochClose[e+1] would double, copy after copy, the (empty) bundles the
