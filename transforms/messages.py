@@ -19,6 +19,8 @@ message               from → to                               key
 :class:`RingParts`    AssignRings[e] → RingMergeReduce[e]     (r, i)
 :class:`RingRecords`  RingMergeReduce[e] → ReleaseCoreset     one key
 :class:`RingClosed`   RingMergeReduce[e] → EpochClose[e]      r
+:class:`LevelUpdate`  LevelUpdates → BicriteriaCenters        (tree, level, bucket shard)
+:class:`LevelReports` BicriteriaCenters → CenterRegistry      one key
 ====================  ======================================  =============================
 """
 from __future__ import annotations
@@ -145,3 +147,16 @@ class RingClosed(NamedTuple):
     released: Any
     candidates: Optional[np.ndarray]
     prev: Optional[list]
+
+
+class LevelUpdate(NamedTuple):
+    """A (tree, level, bucket shard)'s counter update from points of one tick (updates add up)."""
+    tick: int
+    update: np.ndarray
+
+
+class LevelReports(NamedTuple):
+    """A (tree, level, bucket shard)'s reports (:class:`dpstream.bicriteria.LevelReport`) of the ticks
+    it just closed, ``[(tick, report)]``."""
+    level: Tuple[int, int, int]
+    reports: list
