@@ -5,9 +5,9 @@ from __future__ import annotations
 
 
 def tick_clock(job):
-    """The :class:`~transforms.ticks.TickClock` of a parsed job (position or event time, the whole
+    """The :class:`~dpstream.clock.TickClock` of a parsed job (position or event time, the whole
     horizon of ``runs × T`` ticks, the job's point shards)."""
-    from transforms.ticks import TickClock
+    from dpstream.clock import TickClock
 
     if job.clock == "position":
         return TickClock("position", tick_size=job.tick_size, horizon_ticks=job.total_ticks,

@@ -62,7 +62,7 @@ from dpstream.params import EngineConfig
 from dpstream.rings import clip_to_ball
 from transforms.parse import NAMESPACE
 from transforms.tick_timer import MODES, TickSchedule, take_ticks_upto
-from transforms.ticks import TickClock, merge_partials
+from dpstream.clock import TickClock, merge_partials
 
 from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, as_partial, partial_bytes, partial_from_bytes,
     row_blocks, ClusterJob, StageFn, load_state, measured, open_msg, store_state)
@@ -162,7 +162,7 @@ class _ShardTicksFn(StageFn):
 
 
 def merge_ticks(parts_by_tick, dim: int):
-    """:func:`~transforms.ticks.merge_partials` of every tick's partial batches (a list per tick, in
+    """:func:`~dpstream.clock.merge_partials` of every tick's partial batches (a list per tick, in
     tick order), as one array: ``(points of all the ticks in tick order, points per tick)``. Equal to
     merging tick by tick; one sort for the ticks whose slots are all known and distinct (the
     position clock: all of them), ``merge_partials`` for the others."""

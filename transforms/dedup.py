@@ -24,7 +24,8 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.utils.timestamp import Duration, Timestamp
 
 from transforms.parse import _as_seconds
-from transforms.ticks import MICROS, stage_counter
+from dpstream.clock import MICROS
+from transforms.ticks import stage_counter
 
 
 def _record_order_key(r) -> tuple:

@@ -21,7 +21,7 @@ from dpstream.privacy import PrivacyPlan
 from dpstream.semicoresets import make_semicoreset
 from transforms.keystats import KeyStats
 from transforms.tick_timer import TickSchedule
-from transforms.ticks import Partial
+from dpstream.clock import Partial
 
 
 RELEASE_KEY = 0
