@@ -1,4 +1,4 @@
-"""ShardTicks merges and clips all the ticks of a firing at once (transforms.cluster.merge_ticks): the
+"""ShardTicks merges and clips all the ticks of a firing at once (transforms.shard_ticks.merge_ticks): the
 same points, in the same order, as merge_partials and clip_to_ball tick by tick."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 pytest.importorskip("apache_beam", reason="apache_beam is not importable", exc_type=ImportError)
 
 from dpstream.rings import clip_to_ball  # noqa: E402
-from transforms.cluster import merge_ticks  # noqa: E402
+from transforms.shard_ticks import merge_ticks  # noqa: E402
 from transforms.ticks import Partial, merge_partials  # noqa: E402
 
 
