@@ -23,8 +23,8 @@ from apache_beam.transforms import userstate
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.utils.timestamp import Duration, Timestamp
 
-from transforms.parse import _as_seconds
 from dpstream.clock import MICROS
+from transforms.parse import _as_seconds
 from transforms.ticks import stage_counter
 
 
