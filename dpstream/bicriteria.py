@@ -92,7 +92,7 @@ def shard_of_update(cfg: EngineConfig, lv: int, u: np.ndarray, shard: int) -> np
     return u.reshape(cfg.n_reps, w, width)[:, j0:j1].ravel()
 
 
-def _level_update(cfg: EngineConfig, grids: ShiftedGrids, x: np.ndarray, q: int, lv: int) -> np.ndarray:
+def level_update(cfg: EngineConfig, grids: ShiftedGrids, x: np.ndarray, q: int, lv: int) -> np.ndarray:
     """The (tree, level) segment of the counter update: R blocks of w × (1 + id bits)."""
     w = cfg.buckets
     ids = grids.cell_ids(x, q, lv)
@@ -170,7 +170,7 @@ class BicriteriaLevel:
         Updates of parts of a tick add up: ``update(a) + update(b) == update(a ∪ b)``."""
         if not len(x_centered):
             return None
-        return shard_of_update(self.cfg, self.lv, _level_update(self.cfg, self.grids, x_centered, self.q, self.lv),
+        return shard_of_update(self.cfg, self.lv, level_update(self.cfg, self.grids, x_centered, self.q, self.lv),
                                self.shard)
 
     def step_update(self, u) -> LevelReport:
@@ -271,7 +271,7 @@ class BicriteriaDPCenters:
     def _update_vector(self, x: np.ndarray) -> np.ndarray:
         u = np.zeros(self.size, dtype=np.int64)
         for q, lv, a, n in self.levels:
-            u[a:a + n] = _level_update(self.cfg, self.grids, x, q, lv)
+            u[a:a + n] = level_update(self.cfg, self.grids, x, q, lv)
         return u
 
     def step(self, x_centered: np.ndarray):

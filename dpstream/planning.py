@@ -55,7 +55,8 @@ def plan(cfg: EngineConfig, points_per_tick: Optional[float] = None) -> dict:
     first = None
     if points_per_tick:
         first = min(cfg.horizon_ticks, max(1, math.ceil(M / float(points_per_tick))))
-    table = e.plan.table().replace(f"; seed {e.noise.seed_hash}", "; no seed (a plan, before any run)")
+    from .privacy import SECRET_SEED
+    table = e.plan.table().replace(f"seed: {SECRET_SEED}", "seed: none (a plan, before any run)")
     return {"privacy_table": table, "epsilon": cfg.epsilon, "delta": cfg.delta, "block_size": M,
             "first_full_block_tick": first, "horizon_ticks": cfg.horizon_ticks,
             "state_bound_floats": state_bound(cfg, e.plan.svt_scale, M) if not cfg.bicriteria else None}

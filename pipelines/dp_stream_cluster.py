@@ -537,14 +537,7 @@ def engine_config(job: Job):
         raise OptionError(str(e)) from None
 
 
-def tick_clock(job: Job):
-    from transforms.ticks import TickClock
-
-    if job.clock == "position":
-        return TickClock("position", tick_size=job.tick_size, horizon_ticks=job.total_ticks,
-                         n_shards=job.point_shards)
-    return TickClock("event_time", tick_seconds=job.tick_seconds, t_start=job.t_start,
-                     horizon_ticks=job.total_ticks, n_shards=job.point_shards)
+from pipelines.job_clock import tick_clock  # noqa: E402,F401  (the report's leaf; job_mod.tick_clock)
 
 
 # --------------------------------------------------------------------------- the graph
@@ -563,9 +556,9 @@ def build(p, job: Job, seed_path: str, source=None):
     from pipelines.formats import text_options
     from transforms.tick_timer import TickSchedule
     from transforms.dedup import DedupByMessageId
-    from pipelines import direct_specs
+    from pipelines import local_runner
 
-    direct_specs.install()  # the BundleBasedDirectRunner re-introspects every DoFn on every bundle (Beam 2.77)
+    local_runner.install(p.runner)  # local runners, measured Beam versions only (pipelines/local_runner)
 
     cfg = engine_config(job)
     clock = tick_clock(job)
@@ -729,15 +722,6 @@ def launch(job: Job, beam_args: List[str], wait: bool = True):
             raise OptionError(str(e)) from None
         del seed
     check_outputs(job)
-    if job.local:
-        from pipelines.direct_metrics import install
-        install()  # the BundleBasedDirectRunner would lose the counters of a streaming run (Beam 2.77)
-        from pipelines import direct_pubsub
-        direct_pubsub.install()  # its Pub/Sub reader would pull 10 messages per bundle (Beam 2.77)
-        from pipelines import direct_statecache
-        direct_statecache.install()  # its state cache would spend ~1 ms sizing each state cell (Beam 2.77)
-        from pipelines import direct_keys
-        direct_keys.install()  # the BundleBasedDirectRunner would keep (and scan) every key it ever saw (Beam 2.77)
     opts = pipeline_options(job, beam_args)
     p = beam.Pipeline(options=opts)
     build(p, job, seed_path)

@@ -104,7 +104,7 @@ def resolve(job) -> None:
     CSV header names become field indexes (the same in every CSV file, or a ValueError);
     Parquet files get the column names they are read with; JSON keeps names (keys) or indexes
     (into ``"x"``). Also notes JSON timestamps that look like milliseconds."""
-    from pipelines.sources import _lines, _read_all
+    from pipelines.file_bytes import read_all, split_lines
 
     specs, notes = list(job.files or []), job.notes if job.notes is not None else []
     csv_cols = job.columns if job.columns is not None and isinstance(job.columns[0], int) else None
@@ -119,7 +119,7 @@ def resolve(job) -> None:
             raise ValueError(f"--columns applies to CSV, JSON and Parquet files; the rows of {sp.path} are the "
                              f"points: save only the columns to cluster")
         elif sp.fmt in ("csv", "auto") and job.columns is not None and isinstance(job.columns[0], str):
-            lines = _lines(_read_all(sp.path))
+            lines = split_lines(read_all(sp.path))
             header = csv_header_fields(lines[0], job.delimiter) if lines else []
             missing = [c for c in job.columns if c not in header]
             if missing:

@@ -63,7 +63,7 @@ def raw_points(job) -> Tuple[Optional[np.ndarray], Optional[np.ndarray], str]:
     """The valid raw points in slot order and their ticks, as the job saw them (operator-only):
     ``(X, ticks, "")``, or ``(None, None, why not)``. Points outside the horizon (and, on the
     event-time clock, without a timestamp) are left out: they never reached the clusterer."""
-    from pipelines.dp_stream_cluster import tick_clock
+    from pipelines.job_clock import tick_clock
 
     clock = tick_clock(job)
     if job.source == "builtin":
@@ -71,8 +71,11 @@ def raw_points(job) -> Tuple[Optional[np.ndarray], Optional[np.ndarray], str]:
         X = default_stream(job.builtin_n)[0]
         slots, ts = np.arange(X.shape[0], dtype=np.int64), np.full(X.shape[0], np.nan)
     elif job.source == "files":
-        from pipelines.dp_stream_cluster import plan_files_or_fail
-        specs = job.files or plan_files_or_fail(job)
+        from pipelines.sources import plan_files
+        try:
+            specs = job.files or plan_files(job.input, job.fmt, job.csv_header)[0]
+        except ValueError as e:
+            return None, None, f"the input cannot be listed again: {e}"
         if any("://" in s.path for s in specs):
             return None, None, "the input is not on a local disk"
         xs, ss, tss = [], [], []
@@ -111,8 +114,8 @@ def _read_points(spec, dim: int, job=None):
         ok = np.all(np.isfinite(X), axis=1)
         idx = np.flatnonzero(ok)
         return X[idx], idx.astype(np.int64) + spec.offset, np.full(idx.size, np.nan)
-    from pipelines.sources import _lines, _read_all
-    lines = _lines(_read_all(spec.path))
+    from pipelines.sources import split_lines, read_all
+    lines = split_lines(read_all(spec.path))
     if spec.skip_header:
         lines = lines[1:]
     pts, slots, ts = [], [], []

@@ -17,6 +17,7 @@ import numpy as np
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
+from pipelines.file_bytes import read_all, split_lines  # noqa: F401 (re-exported)
 from transforms.parse import LINES_BLOCK, Lines, Record
 
 FILE_FORMATS = {".npy": "numpy", ".parquet": "parquet", ".csv": "csv", ".jsonl": "json", ".json": "json",
@@ -45,18 +46,6 @@ def match_files(pattern: str) -> List[str]:
     return paths
 
 
-def _read_all(path: str) -> bytes:
-    with FileSystems.open(path, compression_type="uncompressed") as fh:
-        return fh.read()
-
-
-def _lines(data: bytes) -> List[bytes]:
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()  # the final newline ends the last line; it does not start an empty one
-    return [ln[:-1] if ln.endswith(b"\r") else ln for ln in lines]
-
-
 def npy_header(path: str):
     """``(shape, dtype, data_offset)`` from a .npy file's header, without reading its data.
     Raises ValueError naming the file when it is not a .npy file dpstream can read: an
@@ -82,7 +71,7 @@ def npy_header(path: str):
 
 
 def _text_info(path: str) -> Tuple[int, bytes]:
-    lines = _lines(_read_all(path))
+    lines = split_lines(read_all(path))
     return len(lines), (lines[0] if lines else b"")
 
 
@@ -201,14 +190,14 @@ class _ReadFileFn(beam.DoFn):
             for i in range(0, arr.shape[0], NPY_CHUNK_ROWS):
                 yield Record(arr[i:i + NPY_CHUNK_ROWS], offset + i)
         elif fmt == "numpy":
-            arr = np.load(io.BytesIO(_read_all(path)), allow_pickle=False)
+            arr = np.load(io.BytesIO(read_all(path)), allow_pickle=False)
             if arr.ndim != 2:  # one record: ParsePoints dead-letters a wrong shape with its reason
                 yield Record(arr, offset)
                 return
             for i in range(0, arr.shape[0], NPY_CHUNK_ROWS):
                 yield Record(arr[i:i + NPY_CHUNK_ROWS], offset + i)
         else:
-            lines = _lines(_read_all(path))
+            lines = split_lines(read_all(path))
             if skip_header:
                 lines = lines[1:]  # the header keeps no slot: slots count data rows
             for i in range(0, len(lines), LINES_BLOCK):  # blocks: ParsePoints converts their numbers at once

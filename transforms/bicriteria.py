@@ -20,7 +20,8 @@ clips them.
 """
 from __future__ import annotations
 
-from typing import Any, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -32,7 +33,7 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.window import GlobalWindow, GlobalWindows
 from apache_beam.utils.windowed_value import WindowedValue
 
-from dpstream.bicriteria import BicriteriaLevel, CenterSet, _level_update, shard_of_update
+from dpstream.bicriteria import BicriteriaLevel, CenterSet, level_update, shard_of_update
 from dpstream.rings import clip_to_ball
 from dpstream.grids import ShiftedGrids
 from dpstream.noise import NoiseSource
@@ -40,11 +41,11 @@ from dpstream.params import EngineConfig
 from dpstream.privacy import PrivacyPlan
 from transforms.keystats import KeyStats
 from transforms.parse import NAMESPACE
-from transforms.stages import _measured
+from transforms.messages import LevelReports, LevelUpdate, StartClock
+from transforms.stages import load_seed, measured
 from transforms.tick_timer import TickSchedule, take_ticks_upto
 
 REGISTRY_KEY = "dpstream-center-registry"
-_START = ("start",)
 # Keys of the (tree, level, bucket shard) stages: ints, so Beam picks a deterministic key coder for the
 # stateful DoFn (an ``Any`` key falls back to FastPrimitivesCoder, which Beam warns may not be deterministic).
 LevelKeyed = Tuple[Tuple[int, int, int], Any]
@@ -82,7 +83,6 @@ class _LevelUpdatesFn(beam.DoFn):
         self.levels = [(q, lv) for q in range(cfg.n_trees) for lv in range(cfg.grid_levels)]
 
     def setup(self):
-        from transforms.cluster import load_seed
         self._grids = ShiftedGrids(self.cfg, NoiseSource(load_seed(self.seed_path)))
 
     def start_bundle(self):
@@ -95,7 +95,7 @@ class _LevelUpdatesFn(beam.DoFn):
         x, _ = clip_to_ball(np.array(x, dtype=np.float64), cfg.center_vec, cfg.radius)
         x = x - cfg.center_vec
         for q, lv in self.levels:
-            whole = _level_update(cfg, self._grids, x, q, lv)
+            whole = level_update(cfg, self._grids, x, q, lv)
             for s in range(cfg.bucket_shards):
                 yield (q, lv, s), shard_of_update(cfg, lv, whole, s)
 
@@ -107,7 +107,7 @@ class _LevelUpdatesFn(beam.DoFn):
         tick = int(tick)
         if not self.combine:
             for key, u in self.updates(x):
-                yield key, ("tick", tick, _narrow(u))
+                yield key, LevelUpdate(tick, _narrow(u))
             return
         for key, u in self.updates(x):
             acc = self._acc.get((key, tick))
@@ -123,7 +123,13 @@ class _LevelUpdatesFn(beam.DoFn):
     def finish_bundle(self):
         acc, self._acc, self._held = self._acc, {}, 0
         for (key, tick), (u, ts) in acc.items():
-            yield WindowedValue((key, ("tick", tick, _narrow(u))), ts, [GlobalWindow()])
+            yield WindowedValue((key, LevelUpdate(tick, _narrow(u))), ts, [GlobalWindow()])
+
+
+class LevelClock(NamedTuple):
+    """A level key's state besides the level: the last tick it reported and the tick its timer is armed for."""
+    done: int
+    armed: Optional[int]
 
 
 class _BicriteriaLevelFn(beam.DoFn):
@@ -136,7 +142,6 @@ class _BicriteriaLevelFn(beam.DoFn):
         self.cfg, self.schedule, self.seed_path = cfg, schedule, seed_path
 
     def setup(self):
-        from transforms.cluster import load_seed
         self._seed = load_seed(self.seed_path)
         self._c_obsolete = Metrics.counter(NAMESPACE, "obsolete_timer_firings")
         self._c_closed = Metrics.counter(NAMESPACE, "bicriteria_after_close")
@@ -145,38 +150,38 @@ class _BicriteriaLevelFn(beam.DoFn):
     def finish_bundle(self):
         self._stats.flush()
 
-    @_measured
+    @measured
     def process(self, element, meta=beam.DoFn.StateParam(META), buf=beam.DoFn.StateParam(BUFFER),
                 timer=beam.DoFn.TimerParam(TICK)):
         key, item = element
         self._stats.note(key)
         m = meta.read()
         if m is None:
-            m = {"done": 0, "armed": self.schedule.first_armed()}
+            m = LevelClock(0, self.schedule.first_armed())
             meta.write(m)
-            timer.set(self.schedule.close_time(m["armed"]))
-        if item[0] != "tick":
+            timer.set(self.schedule.close_time(m.armed))
+        if isinstance(item, StartClock):
             return
-        if item[1] <= m["done"]:  # its tick is closed: frozen, never reopened
+        if item.tick <= m.done:  # its tick is closed: frozen, never reopened
             self._c_closed.inc()
             return
-        buf.add((item[1], item[2]))
+        buf.add((item.tick, item.update))
 
     @userstate.on_timer(TICK)
-    @_measured
+    @measured
     def on_tick(self, ts=beam.DoFn.TimestampParam, key=beam.DoFn.KeyParam, meta=beam.DoFn.StateParam(META),
                 level_state=beam.DoFn.StateParam(LEVEL), buf=beam.DoFn.StateParam(BUFFER),
                 timer=beam.DoFn.TimerParam(TICK)):
         self._stats.note(key)
         m = meta.read()
-        if m is None or m["armed"] is None:
+        if m is None or m.armed is None:
             self._c_obsolete.inc()
             return
-        if ts != self.schedule.close_time(m["armed"]):
+        if ts != self.schedule.close_time(m.armed):
             self._c_obsolete.inc()
-            timer.set(self.schedule.close_time(m["armed"]))
+            timer.set(self.schedule.close_time(m.armed))
             return
-        upto = m["armed"]
+        upto = m.armed
         pending = take_ticks_upto(buf, upto)
         level = level_state.read()
         if level is None:
@@ -186,21 +191,21 @@ class _BicriteriaLevelFn(beam.DoFn):
         # the level's noise source is reattached: BicriteriaLevel draws node noise every tick
         level.counter.noise.attach_seed(self._seed)
         reports = []
-        for tick in range(m["done"] + 1, upto + 1):
+        for tick in range(m.done + 1, upto + 1):
             parts = pending.get(tick)
             u = np.sum([p.astype(np.int64) for p in parts], axis=0) if parts else None
             reports.append((tick, level.step_update(u)))
         level_state.write(level)
         self._stats.note(key, floats=level.state_floats())
         nxt = self.schedule.next_armed(upto)
-        meta.write({"done": upto, "armed": nxt})
+        meta.write(LevelClock(upto, nxt))
         if nxt is not None:
             timer.set(self.schedule.close_time(nxt))
-        yield REGISTRY_KEY, (key, reports)
+        yield REGISTRY_KEY, LevelReports(tuple(key), reports)
 
 
 class BicriteriaCenters(beam.PTransform):
-    """``((shard, tick), points)`` → ``(REGISTRY_KEY, ((q, level, bucket shard), [(tick, LevelReport), …]))``,
+    """``((shard, tick), points)`` → ``(REGISTRY_KEY, LevelReports((q, level, bucket shard), [(tick, LevelReport), …]))``,
     every tick 1..T reported by every (tree, level, bucket shard) key (module docstring)."""
 
     def __init__(self, cfg: EngineConfig, schedule: TickSchedule, seed_path: str, label: Optional[str] = None):
@@ -213,11 +218,20 @@ class BicriteriaCenters(beam.PTransform):
                                                                     combine=self.schedule.mode == "batch"))
                 .with_output_types(LevelKeyed)
                 | "LevelWindow" >> beam.WindowInto(GlobalWindows()))
-        start = (pcoll.pipeline | "StartLevels" >> beam.Create([(k, _START) for k in keys])
+        start = (pcoll.pipeline | "StartLevels" >> beam.Create([(k, StartClock()) for k in keys])
                  .with_output_types(LevelKeyed))
         return ((data, start) | "WithStart" >> beam.Flatten()
                 | "Levels" >> beam.ParDo(_BicriteriaLevelFn(self.cfg, self.schedule, self.seed_path))
                 .with_input_types(LevelKeyed).with_output_types(Tuple[str, Any]))
+
+
+@dataclass
+class RegistryState:
+    """CenterRegistry's state: the center set F, the last tick absorbed, and the level reports of later
+    ticks (``{tick: {level key: report}}``)."""
+    centers: CenterSet
+    done: int = 0
+    pending: dict = field(default_factory=dict)
 
 
 class _CenterRegistryFn(beam.DoFn):
@@ -228,32 +242,31 @@ class _CenterRegistryFn(beam.DoFn):
         self.n_levels = len(level_keys(cfg))
 
     def setup(self):
-        from transforms.cluster import load_seed
         self._seed = load_seed(self.seed_path)
         self._stats = KeyStats("CenterRegistry")
 
     def finish_bundle(self):
         self._stats.flush()
 
-    @_measured
+    @measured
     def process(self, element, state=beam.DoFn.StateParam(STATE)):
-        key, (level_key, reports) = element
+        key, item = element
         self._stats.note(key)
         st = state.read()
         if st is None:
             grids = ShiftedGrids(self.cfg, NoiseSource(self._seed))
-            st = {"set": CenterSet(self.cfg, grids), "done": 0, "pending": {}}
-        for tick, rep in reports:
-            if tick > st["done"]:
-                st["pending"].setdefault(tick, {})[tuple(level_key)] = rep
+            st = RegistryState(CenterSet(self.cfg, grids))
+        for tick, rep in item.reports:
+            if tick > st.done:
+                st.pending.setdefault(tick, {})[item.level] = rep
         out = []
-        while len(st["pending"].get(st["done"] + 1, ())) == self.n_levels:
-            tick = st["done"] + 1
-            new, count = st["set"].absorb_shards(list(st["pending"].pop(tick).values()))
+        while len(st.pending.get(st.done + 1, ())) == self.n_levels:
+            tick = st.done + 1
+            new, count = st.centers.absorb_shards(list(st.pending.pop(tick).values()))
             out.append((tick, new, count))
-            st["done"] = tick
+            st.done = tick
         state.write(st)
-        self._stats.note(key, floats=st["set"].state_floats())
+        self._stats.note(key, floats=st.centers.state_floats())
         if out:
             yield out
 

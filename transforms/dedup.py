@@ -23,8 +23,9 @@ from apache_beam.transforms import userstate
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.utils.timestamp import Duration, Timestamp
 
+from dpstream.clock import MICROS
 from transforms.parse import _as_seconds
-from transforms.ticks import _US, _counter
+from transforms.ticks import stage_counter
 
 
 def _record_order_key(r) -> tuple:
@@ -50,7 +51,7 @@ class _SplitByMessageIdFn(beam.DoFn):
         self.label_prefix = label_prefix
 
     def setup(self):
-        self._c = _counter(self.label_prefix, "without_message_id")
+        self._c = stage_counter(self.label_prefix, "without_message_id")
 
     def process(self, element):
         mid = getattr(element, "message_id", None)
@@ -69,7 +70,7 @@ class _FirstPerKeyFn(beam.DoFn):
         self.label_prefix = label_prefix
 
     def setup(self):
-        self._c = _counter(self.label_prefix, "redeliveries_dropped")
+        self._c = stage_counter(self.label_prefix, "redeliveries_dropped")
 
     def process(self, element):
         _, recs = element
@@ -109,7 +110,7 @@ def redelivery_window(tick_seconds: float, close_delay_seconds: float,
 
 
 def _now_seconds(now_fn: Optional[Callable[[], float]]) -> float:
-    return float(now_fn()) if now_fn is not None else Timestamp.now().micros / _US
+    return float(now_fn()) if now_fn is not None else Timestamp.now().micros / MICROS
 
 
 class _DedupFnBase(beam.DoFn):
@@ -123,8 +124,8 @@ class _DedupFnBase(beam.DoFn):
         self.now_fn = now_fn
 
     def setup(self):
-        self._c = _counter(self.label_prefix, "redeliveries_dropped")
-        self._c_stale = _counter(self.label_prefix, "after_dedup_ttl")
+        self._c = stage_counter(self.label_prefix, "redeliveries_dropped")
+        self._c_stale = stage_counter(self.label_prefix, "after_dedup_ttl")
 
     def too_old(self, rec, now: float) -> bool:
         """Reached this stage max_age_seconds or more after its publish time: too old to tell from a
@@ -155,7 +156,7 @@ def _make_stateful_dedup_fn(timer_name: str):
             if self.too_old(rec, now):
                 return
             seen.write(True)
-            expiry.set(Timestamp(micros=int(round(now * _US))) + Duration(seconds=self.ttl_seconds))
+            expiry.set(Timestamp(micros=int(round(now * MICROS))) + Duration(seconds=self.ttl_seconds))
             yield rec
 
         @userstate.on_timer(expiry_spec)
@@ -185,7 +186,7 @@ def _make_bucketed_dedup_fn(timer_name: str):
             now = _now_seconds(self.now_fn)
             if self.too_old(rec, now):
                 return
-            until = int(round((now + self.ttl_seconds) * _US))
+            until = int(round((now + self.ttl_seconds) * MICROS))
             if not seen:  # later ids expire later (the clock moves forward): the armed timer stays the earliest
                 expiry.set(Timestamp(micros=until))
             seen[mid] = until
@@ -195,7 +196,7 @@ def _make_bucketed_dedup_fn(timer_name: str):
         @userstate.on_timer(expiry_spec)
         def expire(self, fired=beam.DoFn.TimestampParam, ids=beam.DoFn.StateParam(ids_spec),
                    expiry=beam.DoFn.TimerParam(expiry_spec)):
-            now = max(int(fired.micros), int(round(_now_seconds(self.now_fn) * _US)))
+            now = max(int(fired.micros), int(round(_now_seconds(self.now_fn) * MICROS)))
             kept = {m: u for m, u in (ids.read() or {}).items() if u > now}
             if kept:
                 ids.write(kept)

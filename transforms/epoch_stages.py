@@ -5,7 +5,8 @@ epoch indices e < ⌊log2 T⌋ + 2): :class:`AssignRings` (key (run, point shard
 :class:`EpochStages`. See ``transforms/cluster.py`` and ``docs/beam-graph.md``."""
 from __future__ import annotations
 
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import List, Optional
 
 import numpy as np
 
@@ -19,14 +20,52 @@ from dpstream.rings import assign_parts
 from dpstream.semicoresets import WeightedSet
 from dpstream.sparse_vector import LevelZeroAboveThreshold
 
-from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, row_blocks, _Job,
-    _Run, _StageFn, _load, _measured, _open, _store)
+from transforms.messages import TickPoints, PackedParts, RingCenters, RingClosed, RingParts, RingRecords, RingTick, RoutedTicks
+from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, row_blocks, ClusterJob,
+    RunContext, StageFn, load_state, measured, open_msg, store_state)
 
 
-class _EpochStageFn(_StageFn):
+@dataclass
+class AssignState:
+    """AssignRings' state of a (run, shard) for one epoch: the epoch's ring centers (None until
+    EpochClose of the epoch before sends them), the routed ticks not yet assigned and their points,
+    how many ticks it assigned, the epoch's span in ticks once known, and (shard 0) the closed
+    epochs' coresets to pass on to ring 0."""
+    centers: Optional[np.ndarray]
+    pending: List[TickPoints] = field(default_factory=list)
+    x: List[np.ndarray] = field(default_factory=list)
+    n: int = 0
+    span: Optional[int] = None
+    prev: Optional[list] = None
+
+
+@dataclass
+class RingState:
+    """RingMergeReduce's state of a (run, ring) for one epoch: the ring's merge-reduce state and sparse
+    vector (None before its first complete tick), the shards' parts counted per tick, the next tick
+    to process, the centers the points were assigned to and (ring 0) the closed epochs' coresets."""
+    ring: Optional[dict] = None
+    svt: Optional[LevelZeroAboveThreshold] = None
+    have: dict = field(default_factory=dict)
+    next_tick: Optional[int] = None
+    centers: Optional[np.ndarray] = None
+    prev: Optional[list] = None
+
+
+@dataclass
+class CloseState:
+    """EpochClose's state of a run for one epoch: each ring's released set at the adoption tick, that
+    tick, F (the candidates) and the coresets of the epochs before (None until ring 0 brings them)."""
+    sets: dict = field(default_factory=dict)
+    tick: Optional[int] = None
+    candidates: Optional[np.ndarray] = None
+    prev: Optional[list] = None
+
+
+class _EpochStageFn(StageFn):
     """A stage that exists once per epoch index (the unrolled ring-centers loop): it knows its epoch."""
 
-    def __init__(self, job: _Job, epoch: int, label: str = None):
+    def __init__(self, job: ClusterJob, epoch: int, label: str = None):
         super().__init__(job, label)
         self.epoch = int(epoch)
 
@@ -41,40 +80,39 @@ class _AssignRingsFn(_EpochStageFn):
         super().setup()
         self._dirs = {}
 
-    def _directions(self, r: int, ctx: _Run):
+    def _directions(self, r: int, ctx: RunContext):
         V = self._dirs.get(r)
         if V is None:
             self._dirs.clear()
             V = self._dirs[r] = [ctx.A.directions(("A", self.epoch, i)) for i in range(self.job.n_rings)]
         return V
 
-    @_measured
+    @measured
     def process(self, element, state=beam.DoFn.StateParam(STATE)):
         key, item = element
-        item = _open(item)
+        item = open_msg(item)
         r, s = key
         job, cfg, e = self.job, self.job.cfg, self.epoch
-        st = _load(state) or {"centers": cfg.center_vec[None, :].copy() if e == 0 else None, "pending": [],
-                              "x": [], "n": 0, "span": None, "prev": None}
-        if item[0] == "tick":  # [(t, n, plan)] and the ticks' points, tick after tick, in one array
-            st["pending"].extend(item[1])
-            st["x"].append(item[2])
-        else:  # ("centers", F, coresets | None): this epoch's ring centers, from EpochClose of epoch e − 1
-            st["centers"] = np.asarray(item[1], dtype=float)
-            st["prev"] = item[2]  # shard 0 only: the closed epochs' coresets, passed on to ring 0
-        C = st["centers"]
-        if C is None or not st["pending"]:
-            if len(st["x"]) > 1:  # stored as one array
-                st["x"] = [np.concatenate(st["x"])]
-            _store(state, st)
-            self._stats.note(key, points=sum(n for _, n, _ in st["pending"]))
+        st = load_state(state) or AssignState(cfg.center_vec[None, :].copy() if e == 0 else None)
+        if isinstance(item, RoutedTicks):
+            st.pending.extend(item.ticks)
+            st.x.append(item.points)
+        else:  # RingCenters: this epoch's ring centers, from EpochClose of epoch e − 1
+            st.centers = np.asarray(item.centers, dtype=float)
+            st.prev = item.coresets  # shard 0 only: the closed epochs' coresets, passed on to ring 0
+        C = st.centers
+        if C is None or not st.pending:
+            if len(st.x) > 1:  # stored as one array
+                st.x = [np.concatenate(st.x)]
+            store_state(state, st)
+            self._stats.note(key, points=sum(tp.n for tp in st.pending))
             return
         ctx = self.run(r)
         V = self._directions(r, ctx)
         I = job.n_rings
-        pending = st["pending"]
-        X = np.concatenate(st["x"]) if len(st["x"]) > 1 else st["x"][0]
-        tix = np.repeat(np.arange(len(pending)), [n for _, n, _ in pending])
+        pending = st.pending
+        X = np.concatenate(st.x) if len(st.x) > 1 else st.x[0]
+        tix = np.repeat(np.arange(len(pending)), [tp.n for tp in pending])
         if len(X):
             ring, f = assign_parts(X, C, cfg.ring_base, cfg.n_rings, cfg.ring_ratio)
             order = np.argsort(ring, kind="stable")
@@ -86,25 +124,25 @@ class _AssignRingsFn(_EpochStageFn):
             blk = ctx.A.open_block(C, np.full(C.shape[0], float(cfg.ring_radius(i))), ("A", e, i), directions=V[i])
             sel = order[bounds[i]:bounds[i + 1]]
             parts = blk.partials(X[sel], f[sel] if len(X) else sel, tix[sel], len(pending))  # one pass per ring
-            out.append(_pack_parts([t for t, _, _ in pending], parts, [p for _, _, p in pending]))
-        for t, _, p in pending:
-            if p.adopt or p.final:
-                st["span"] = t - p.first + 1
-        st["n"] += len(st["pending"])
-        st["pending"], st["x"] = [], []
+            out.append(pack_parts([tp.tick for tp in pending], parts, [tp.plan for tp in pending]))
+        for tp in pending:
+            if tp.plan.adopt or tp.plan.final:
+                st.span = tp.tick - tp.plan.first + 1
+        st.n += len(st.pending)
+        st.pending, st.x = [], []
         # the closed epochs' coresets (shard 0 only) go once, with this shard's first parts: ring 0
         # cannot complete a tick without them, so it holds them before its epoch can close
-        prev, st["prev"] = st.get("prev"), None
-        if st["span"] is not None and st["n"] >= st["span"]:
+        prev, st.prev = st.prev, None
+        if st.span is not None and st.n >= st.span:
             state.clear()  # the epoch's last tick is out: this key is done
         else:
-            _store(state, st)
+            store_state(state, st)
         for i in range(I):
-            yield (r, i), Msg(("part", s, C, out[i], prev if i == 0 else None))
+            yield (r, i), Msg(RingParts(s, C, out[i], prev if i == 0 else None))
         self._stats.note(key)
 
 
-def _pack_parts(ticks, parts, plans):
+def pack_parts(ticks, parts, plans) -> PackedParts:
     """A ring's partial sketches of consecutive ticks, each ``(*arrays with a row per entry, n)`` (the
     block's ``partial``: integer tables, or raw points for lloyd / snap), as one array per position:
     one pickle each instead of one per tick and position (a shard ships ~1,000 ticks × 12 rings at
@@ -116,14 +154,13 @@ def _pack_parts(ticks, parts, plans):
         kinds = {(a.dtype, a.shape[1:]) for a in arrs if isinstance(a, np.ndarray)}
         same = len(kinds) == 1 and all(isinstance(a, np.ndarray) for a in arrs) and [len(a) for a in arrs] == sizes
         cols.append(np.concatenate(arrs) if same else arrs)
-    return list(ticks), [int(p[-1]) for p in parts], list(plans), sizes, cols
+    return PackedParts(list(ticks), [int(p[-1]) for p in parts], list(plans), sizes, cols)
 
 
-def _unpack_parts(packed):
-    """:func:`_pack_parts` → ``[(t, partial, plan)]`` (the arrays as views)."""
-    ticks, ns, plans, sizes, cols = packed
-    cols = [row_blocks(c, sizes) if isinstance(c, np.ndarray) else c for c in cols]
-    return [(t, arrays + (n,), p) for t, n, p, arrays in zip(ticks, ns, plans, zip(*cols))]
+def unpack_parts(packed: PackedParts):
+    """:func:`pack_parts` → ``[(t, partial, plan)]`` (the arrays as views)."""
+    cols = [row_blocks(c, packed.sizes) if isinstance(c, np.ndarray) else c for c in packed.cols]
+    return [(t, arrays + (n,), p) for t, n, p, arrays in zip(packed.ticks, packed.ns, packed.plans, zip(*cols))]
 
 
 # --------------------------------------------------------------------------- RingMergeReduce
@@ -133,44 +170,44 @@ class _RingFn(_EpochStageFn):
     STATE = userstate.ReadModifyWriteStateSpec("dpstream_ring_state", BytesCoder())
     INBOX = userstate.BagStateSpec("dpstream_ring_inbox", PickleCoder())
 
-    @_measured
+    @measured
     def process(self, element, state=beam.DoFn.StateParam(STATE), inbox=beam.DoFn.StateParam(INBOX)):
         key, item = element
-        item = _open(item)
+        item = open_msg(item)
         r, i = key
         job, cfg, e = self.job, self.job.cfg, self.epoch
-        st = _load(state) or {"ring": None, "svt": None, "have": {}, "next": None, "C": None, "prev": None}
-        _, s, C, packed, prev = item
-        entries = _unpack_parts(packed)
-        st["C"] = C
+        st = load_state(state) or RingState()
+        s, C, prev = item.shard, item.centers, item.prev
+        entries = unpack_parts(item.packed)
+        st.centers = C
         if prev is not None:  # ring 0 of epoch e > 0: the closed epochs' coresets, for EpochClose[e]
-            st["prev"] = prev
+            st.prev = prev
         for t, part, p in entries:
-            st["have"][t] = st["have"].get(t, 0) + 1
-            if st["next"] is None:
-                st["next"] = p.first
-        if st["have"].get(st["next"], 0) < job.n_shards:  # tick `next` is not complete: wait (data gating)
+            st.have[t] = st.have.get(t, 0) + 1
+            if st.next_tick is None:
+                st.next_tick = p.first
+        if st.have.get(st.next_tick, 0) < job.n_shards:  # tick `next_tick` is not complete: wait (data gating)
             inbox.add((s, entries))
-            _store(state, st)
+            store_state(state, st)
             self._stats.note(key)
             return
         # the inbox (a bag: appends cost one small write) holds what arrived before; read it once
-        st["pending"], st["plans"] = {}, {}
+        pending, plans = {}, {}
         for sh, ents in list(inbox.read()) + [(s, entries)]:
             for t, part, p in ents:
-                st["pending"].setdefault(t, {})[sh] = part
-                st["plans"][t] = p
+                pending.setdefault(t, {})[sh] = part
+                plans[t] = p
         inbox.clear()
         ctx = self.run(r)
         ring = svt = None
         recs, closing, done = [], None, False
-        while not done and len(st["pending"].get(st["next"], ())) == job.n_shards:
-            t = st["next"]
-            parts, p = st["pending"].pop(t), st["plans"].pop(t)
+        while not done and len(pending.get(st.next_tick, ())) == job.n_shards:
+            t = st.next_tick
+            parts, p = pending.pop(t), plans.pop(t)
             if ring is None:
-                ring = (_Ring(cfg, ctx.noise, ctx.A, e, i, st["C"]) if st["ring"] is None
-                        else _Ring.from_state(st["ring"], cfg, ctx.noise, ctx.A))
-                svt = st["svt"] or LevelZeroAboveThreshold(cfg.n_rings, ctx.block_size, ctx.plan.svt_scale,
+                ring = (_Ring(cfg, ctx.noise, ctx.A, e, i, st.centers) if st.ring is None
+                        else _Ring.from_state(st.ring, cfg, ctx.noise, ctx.A))
+                svt = st.svt or LevelZeroAboveThreshold(cfg.n_rings, ctx.block_size, ctx.plan.svt_scale,
                                                            ctx.noise, ("svt", e), index=i)
                 svt.noise = ctx.noise
                 unmerged = []  # this firing's partial sketches not yet in the block (sums of integers)
@@ -185,17 +222,16 @@ class _RingFn(_EpochStageFn):
             changed = ring.last_release == t
             delta = [(j, lv) for j, lv in enumerate(ring.levels)
                      if j >= len(before) or lv is not before[j]] if changed else None
-            recs.append((t, changed, delta, len(ring.levels)))
+            recs.append(RingTick(t, changed, delta, len(ring.levels)))
             if p.adopt:
                 closing = (t, ring.released(), p.candidates)
-            st["next"] = t + 1
+            st.next_tick = t + 1
             done = p.adopt or p.final
         floats = 0
         if ring is not None and unmerged:
             ring.block.merge_many(unmerged)  # the state written holds one compact table
-        pending, plans = st.pop("pending"), st.pop("plans")
-        for t in [t for t in st["have"] if t < st["next"]]:
-            del st["have"][t]
+        for t in [t for t in st.have if t < st.next_tick]:
+            del st.have[t]
         if done:
             state.clear()
             inbox.clear()
@@ -208,13 +244,13 @@ class _RingFn(_EpochStageFn):
                 inbox.add((sh, by_shard[sh]))
             if ring is not None:
                 svt.noise = None  # never pickled (re-attached after every read)
-                st["ring"], st["svt"] = ring.state(), svt
+                st.ring, st.svt = ring.state(), svt
                 floats = ring.state_floats()
-            _store(state, st)
+            store_state(state, st)
         if recs:
-            yield RELEASE_KEY, Msg(("ring", r, e, i, recs))
+            yield RELEASE_KEY, Msg(RingRecords(r, e, i, recs))
         if closing is not None:
-            yield beam.pvalue.TaggedOutput("close", (r, Msg(("ring", i) + closing + (st["prev"] if i == 0 else None,))))
+            yield beam.pvalue.TaggedOutput("close", (r, Msg(RingClosed(i, *closing, st.prev if i == 0 else None))))
         self._stats.note(key, floats=floats,
                          points=ring.block.n if ring is not None and not done else 0)
 
@@ -225,35 +261,34 @@ class _EpochCloseFn(_EpochStageFn):
     STAGE = "EpochClose"
     STATE = userstate.ReadModifyWriteStateSpec("dpstream_close_state", BytesCoder())
 
-    @_measured
+    @measured
     def process(self, element, state=beam.DoFn.StateParam(STATE)):
         r, item = element
-        item = _open(item)
+        item = open_msg(item)
         job, cfg, e = self.job, self.job.cfg, self.epoch
-        st = _load(state) or {"sets": {}, "t": None, "candidates": None, "prev": [] if e == 0 else None}
-        _, i, t, S, cand, prev = item  # ring i's released set at the adoption tick t (ring 0: + the
-        st["sets"][i], st["t"], st["candidates"] = S, t, cand  # coresets of the epochs before e)
-        if prev is not None:
-            st["prev"] = prev
-        if len(st["sets"]) < job.n_rings or st["prev"] is None:
-            _store(state, st)
+        st = load_state(state) or CloseState(prev=[] if e == 0 else None)
+        st.sets[item.ring], st.tick, st.candidates = item.released, item.tick, item.candidates
+        if item.prev is not None:  # ring 0: the coresets of the epochs before e
+            st.prev = item.prev
+        if len(st.sets) < job.n_rings or st.prev is None:
+            store_state(state, st)
             self._stats.note(r)
             return
         state.clear()
-        ctx, t = self.run(r), st["t"]
-        S = WeightedSet.concat([st["sets"][i] for i in range(job.n_rings)], cfg.dim)
-        coresets = list(st["prev"]) + [_reduce(cfg, ctx.noise, S, ("B", e, "epoch", t), job.z)]
+        ctx, t = self.run(r), st.tick
+        S = WeightedSet.concat([st.sets[i] for i in range(job.n_rings)], cfg.dim)
+        coresets = list(st.prev) + [_reduce(cfg, ctx.noise, S, ("B", e, "epoch", t), job.z)]
         pts, w = epochs.release_sample(cfg, ctx.noise, WeightedSet.concat(coresets, cfg.dim), e + 1, t, job.z)
         centers = epochs.release_centers(cfg, ctx.noise, pts, w, e + 1, t)
-        F = np.vstack([st["candidates"], epochs.ring_centers(cfg, ctx.noise, pts, w, centers, e + 1, t)])
+        F = np.vstack([st.candidates, epochs.ring_centers(cfg, ctx.noise, pts, w, centers, e + 1, t)])
         # the next epoch's ring centers to every shard; the coresets so far ride with shard 0's copy
         # (AssignRings[e+1] shard 0 → RingMergeReduce[e+1] ring 0 → EpochClose[e+1]): a direct edge
         # EpochClose[e] → EpochClose[e+1] would double, copy after copy, the (empty) bundles the
         # BundleBasedDirectRunner runs for every upstream bundle (measured: 544 per key-stage of
         # copy 4 at T = 8, 12,770 bundles in all)
-        msg = Msg(("centers", F, None))
+        msg = Msg(RingCenters(F, None))
         for s in range(job.n_shards):
-            yield (r, s), (Msg(("centers", F, coresets)) if s == 0 else msg)
+            yield (r, s), (Msg(RingCenters(F, coresets)) if s == 0 else msg)
         self._stats.note(r)
 
 
@@ -263,7 +298,7 @@ class EpochStages(beam.PTransform):
     coresets for shard 0 — from copy e − 1 or None); output: (ring records for ReleaseCoreset,
     centers and coresets for copy e + 1, or None for the last copy)."""
 
-    def __init__(self, job: _Job, epoch: int, label: Optional[str] = None):
+    def __init__(self, job: ClusterJob, epoch: int, label: Optional[str] = None):
         super().__init__(label)
         self.job, self.epoch = job, int(epoch)
 

@@ -5,7 +5,8 @@ window centers, Release.to_dict). See ``transforms/cluster.py`` and ``docs/beam-
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, NamedTuple, Optional, Tuple
+from dataclasses import dataclass, field
+from typing import Any, List, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -22,7 +23,8 @@ from dpstream.semicoresets import WeightedSet
 from transforms.parse import NAMESPACE
 from transforms.release_json import ReleaseEncoder
 
-from transforms.stages import IntKeyed, RELEASE_KEY, _Job, _StageFn, _load, _measured, _open, _store
+from transforms.messages import RingRecords, RunPlans
+from transforms.stages import IntKeyed, RELEASE_KEY, ClusterJob, StageFn, load_state, measured, open_msg, store_state
 
 
 # --------------------------------------------------------------------------- ReleaseCoreset
@@ -46,122 +48,161 @@ class ReleaseRecord(NamedTuple):
     window_first_run: int
 
 
-class _ReleaseFn(_StageFn):
+class RunSample(NamedTuple):
+    """B's sample of a run's coreset at its last change, the (epoch, tick) whose keys it used, and the
+    window's sample (None: the run alone)."""
+    points: np.ndarray
+    weights: np.ndarray
+    version: Tuple[int, int]
+    window: Optional[Tuple[np.ndarray, np.ndarray]]
+
+
+class ClosedRun(NamedTuple):
+    """A closed run's final released coreset, kept for the window of runs."""
+    run: int
+    points: np.ndarray
+    weights: np.ndarray
+
+
+@dataclass
+class RunState:
+    """ReleaseCoreset's state of the open run: its epoch, the open rings' levels by ring, the closed
+    epochs' coresets and the last sample (reused while no ring changes)."""
+    run: int
+    epoch: int = 0
+    levels: dict = field(default_factory=dict)
+    closed: list = field(default_factory=list)
+    last: Optional[RunSample] = None
+
+
+@dataclass
+class ReleaseState:
+    """ReleaseCoreset's state (one key): the last global tick released, the ticks planned and the ring
+    records counted per tick not yet released, the open run, and for the window the closed runs'
+    coresets (the last W) or their all-time merge (W = 0)."""
+    done: int = 0
+    planned: set = field(default_factory=set)
+    have: dict = field(default_factory=dict)
+    run: Optional[RunState] = None
+    closed: List[ClosedRun] = field(default_factory=list)
+    all_time: Optional[tuple] = None
+
+
+class _ReleaseFn(StageFn):
     STAGE = "ReleaseCoreset"
     STATE = userstate.ReadModifyWriteStateSpec("dpstream_release_state", BytesCoder())
     INBOX = userstate.BagStateSpec("dpstream_release_inbox", PickleCoder())
 
-    @_measured
+    @measured
     def process(self, element, state=beam.DoFn.StateParam(STATE), inbox=beam.DoFn.StateParam(INBOX)):
         _, item = element
-        item = _open(item)
+        item = open_msg(item)
         job, cfg = self.job, self.job.cfg
-        st = _load(state) or {"g": 0, "planned": set(), "have": {}, "run": None, "closed": [], "all_time": None}
-        if item[0] == "plan":
-            st["planned"].update(job.glob(item[1], p.t) for p in item[2])
-        else:
-            for t, *_ in item[4]:
-                g = job.glob(item[1], t)
-                st["have"][g] = st["have"].get(g, 0) + 1
-        nxt = st["g"] + 1
-        if nxt not in st["planned"] or st["have"].get(nxt, 0) < job.n_rings:  # data gating: wait
+        st = load_state(state) or ReleaseState()
+        if isinstance(item, RunPlans):
+            st.planned.update(job.glob(item.run, p.t) for p in item.plans)
+        else:  # RingRecords
+            for rt in item.ticks:
+                g = job.glob(item.run, rt.tick)
+                st.have[g] = st.have.get(g, 0) + 1
+        nxt = st.done + 1
+        if nxt not in st.planned or st.have.get(nxt, 0) < job.n_rings:  # data gating: wait
             inbox.add(item)
-            _store(state, st)
+            store_state(state, st)
             self._stats.note(RELEASE_KEY)
             return
         plans, recs = {}, {}  # what arrived before (a bag: one small write per element), read once
         for it in list(inbox.read()) + [item]:
-            if it[0] == "plan":
-                for p in it[2]:
-                    plans[job.glob(it[1], p.t)] = p
+            if isinstance(it, RunPlans):
+                for p in it.plans:
+                    plans[job.glob(it.run, p.t)] = p
             else:
-                _, r, e, i, rr = it
-                for t, changed, delta, L in rr:
-                    recs.setdefault(job.glob(r, t), {})[i] = (r, e, changed, delta, L)
+                for rt in it.ticks:
+                    recs.setdefault(job.glob(it.run, rt.tick), {})[it.ring] = (it.run, it.epoch, rt)
         inbox.clear()
         out = []
         while True:
-            g = st["g"] + 1
+            g = st.done + 1
             p, got = plans.get(g), recs.get(g)
             if p is None or got is None or len(got) < job.n_rings:
                 break
             del plans[g], recs[g]
-            st["planned"].discard(g)
-            st["have"].pop(g, None)
-            out.append(self._tick(st, g, p, {i: v[2:] for i, v in got.items()}))
-            st["g"] = g
+            st.planned.discard(g)
+            st.have.pop(g, None)
+            out.append(self._tick(st, g, p, {i: v[2] for i, v in got.items()}))
+            st.done = g
         left = {}
         for g, got in recs.items():  # later ticks wait in the inbox again
-            for i, (r, e, changed, delta, L) in got.items():
-                left.setdefault((r, e, i), []).append((job.split(g)[1], changed, delta, L))
+            for i, (r, e, rt) in got.items():
+                left.setdefault((r, e, i), []).append(rt)
         for (r, e, i), rr in sorted(left.items()):
-            inbox.add(("ring", r, e, i, rr))
+            inbox.add(RingRecords(r, e, i, rr))
         by_run = {}
         for g in sorted(plans):
             by_run.setdefault(job.split(g)[0], []).append(plans[g])
         for r, ps in sorted(by_run.items()):
-            inbox.add(("plan", r, ps))
-        _store(state, st)
+            inbox.add(RunPlans(r, ps))
+        store_state(state, st)
         for rec in out:
             yield rec
         floats = 0
-        if st["run"] is not None:
+        if st.run is not None:
             d = cfg.dim + 1
-            floats = sum(len(c) * d for c in st["run"]["closed"]) + sum(
-                len(lv) * d for lvs in st["run"]["levels"].values() for lv in lvs if lv is not None)
+            floats = sum(len(c) * d for c in st.run.closed) + sum(
+                len(lv) * d for lvs in st.run.levels.values() for lv in lvs if lv is not None)
         self._stats.note(RELEASE_KEY, floats=floats)
 
     def _tick(self, st, g, p, got) -> ReleaseRecord:
         job, cfg = self.job, self.job.cfg
         r, t = job.split(g)
         ctx = self.run(r)
-        run = st["run"]
-        if run is None or run["r"] != r:
-            run = st["run"] = {"r": r, "epoch": 0, "levels": {}, "closed": [], "last": None}
+        run = st.run
+        if run is None or run.run != r:
+            run = st.run = RunState(r)
         I = job.n_rings
         changed_any = False
         for i in range(I):
-            changed, delta, L = got[i]
-            if changed:
+            rt = got[i]
+            if rt.changed:
                 changed_any = True
-                lv = run["levels"].setdefault(i, [])
-                lv.extend([None] * (L - len(lv)))
-                for j, S in delta:
+                lv = run.levels.setdefault(i, [])
+                lv.extend([None] * (rt.n_levels - len(lv)))
+                for j, S in rt.delta:
                     lv[j] = S
-        e = run["epoch"]
+        e = run.epoch
         if p.adopt:  # the epoch's coreset (B of its rings' levels), then the next epoch
-            S = WeightedSet.concat([_levels_set(run["levels"].get(i, ()), cfg.dim) for i in range(I)], cfg.dim)
-            run["closed"].append(_reduce(cfg, ctx.noise, S, ("B", e, "epoch", t), job.z))
-            run["levels"] = {}
-            run["epoch"] = e = e + 1
+            S = WeightedSet.concat([_levels_set(run.levels.get(i, ()), cfg.dim) for i in range(I)], cfg.dim)
+            run.closed.append(_reduce(cfg, ctx.noise, S, ("B", e, "epoch", t), job.z))
+            run.levels = {}
+            run.epoch = e = e + 1
         window_sets, first = self._window_sets(st, r)
-        if changed_any or run["last"] is None:
-            S = WeightedSet.concat(run["closed"] + [_levels_set(run["levels"].get(i, ()), cfg.dim)
+        if changed_any or run.last is None:
+            S = WeightedSet.concat(run.closed + [_levels_set(run.levels.get(i, ()), cfg.dim)
                                                     for i in range(I)], cfg.dim)
             pts, w = epochs.release_sample(cfg, ctx.noise, S, e, t, job.z)
             win = epochs.window_sample(cfg, ctx.noise, window_sets, pts, w, t, job.z) if window_sets else None
-            run["last"] = (pts, w, (e, t), win)
-        pts, w, version, win = run["last"]
+            run.last = RunSample(pts, w, (e, t), win)
+        pts, w, version, win = run.last
         count = max(0.0, float(p.count)) if p.count is not None else float(w.sum())
         rec = ReleaseRecord(r, t, g, e, pts, w, count, p.n_candidates, version, win, first)
         if p.final:  # the run ends: its final coreset joins the window, its state goes
             if cfg.window_runs == 0:
-                st["all_time"] = epochs.all_time_merge(cfg, ctx.noise, st["all_time"], pts, w, r, job.z)
+                st.all_time = epochs.all_time_merge(cfg, ctx.noise, st.all_time, pts, w, r, job.z)
             else:
-                st["closed"] = (st["closed"] + [(r, pts, w)])[-cfg.window_runs:]
-            st["run"] = None
+                st.closed = (st.closed + [ClosedRun(r, pts, w)])[-cfg.window_runs:]
+            st.run = None
         return rec
 
     def _window_sets(self, st, r):
         if self.job.cfg.window_runs == 0:
-            return ([] if st["all_time"] is None else [st["all_time"]]), 0
-        return [(p, w) for _, p, w in st["closed"]], (st["closed"][0][0] if st["closed"] else r)
+            return ([] if st.all_time is None else [st.all_time]), 0
+        return [(c.points, c.weights) for c in st.closed], (st.closed[0].run if st.closed else r)
 
 
 class ReleaseCoreset(beam.PTransform):
     """(plans, ring records of every epoch copy) → one :class:`ReleaseRecord` per global tick, in order."""
 
-    def __init__(self, job: _Job, label: Optional[str] = None):
+    def __init__(self, job: ClusterJob, label: Optional[str] = None):
         super().__init__(label)
         self.job = job
 
@@ -172,7 +213,7 @@ class ReleaseCoreset(beam.PTransform):
 
 # --------------------------------------------------------------------------- ClusterCoreset
 
-class _ClusterFn(_StageFn):
+class _ClusterFn(StageFn):
     STAGE = "ClusterCoreset"
 
     def setup(self):
@@ -189,7 +230,7 @@ class _ClusterFn(_StageFn):
                 self._memo.popitem(last=False)
         return v
 
-    @_measured
+    @measured
     def process(self, rec: ReleaseRecord):
         cfg, ctx = self.job.cfg, self.run(rec.run)
         ev, tv = rec.version
@@ -227,7 +268,7 @@ class ClusterCoreset(beam.PTransform):
     their tick's public close time. Stateless; first a pass-through keyed by global tick
     (:class:`_SpreadTicksFn`), so a runner spreads the ticks."""
 
-    def __init__(self, job: _Job, spread: bool = True, label: Optional[str] = None):
+    def __init__(self, job: ClusterJob, spread: bool = True, label: Optional[str] = None):
         super().__init__(label)
         self.job, self.spread = job, spread
 

@@ -1,6 +1,6 @@
 """What every keyed clustering stage of the Beam job shares (``transforms/cluster.py`` wires them):
 the seed read from a file in ``setup`` (never pickled), the per-run noise sources and privacy plan
-(:class:`_Run`), the job's public parameters (:class:`_Job`), state values read and written once per
+(:class:`RunContext`), the job's public parameters (:class:`ClusterJob`), state values read and written once per
 element, and per-key telemetry for the benchmarks (``DPSTREAM_KEY_STATS``)."""
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from dpstream.privacy import PrivacyPlan
 from dpstream.semicoresets import make_semicoreset
 from transforms.keystats import KeyStats
 from transforms.tick_timer import TickSchedule
-from transforms.ticks import _Partial
+from dpstream.clock import Partial
 
 
 RELEASE_KEY = 0
@@ -65,12 +65,12 @@ def load_seed(path: str) -> bytes:
     return seed
 
 
-def _as_partial(points, dim: int) -> _Partial:
-    if isinstance(points, _Partial):
+def as_partial(points, dim: int) -> Partial:
+    if isinstance(points, Partial):
         return points
     pts = np.asarray(points, dtype=np.float64).reshape(-1, dim)
     m = pts.shape[0]
-    return _Partial(pts, np.full(m, -1, np.int64), np.full(m, np.nan), np.array([""] * m, dtype=str))
+    return Partial(pts, np.full(m, -1, np.int64), np.full(m, np.nan), np.array([""] * m, dtype=str))
 
 
 def row_blocks(x, sizes) -> list:
@@ -83,7 +83,7 @@ def row_blocks(x, sizes) -> list:
 _PARTIAL_DTYPES = ("<f8", "<i8", "<f8")
 
 
-def partial_bytes(part: _Partial):
+def partial_bytes(part: Partial):
     """A partial batch as ``(m, d, mids dtype, bytes)``: its four arrays' buffers in one bytes object
     (what crosses the shuffle into ShardTicks and waits in its bag; ~8,000 of them per run at
     n = 1e6). Pickling the four small arrays cost ~54 µs a partial, this a few. A partial with other
@@ -95,16 +95,16 @@ def partial_bytes(part: _Partial):
     return m, d, part.mids.dtype.str, b"".join(np.ascontiguousarray(a).tobytes() for a in arrs + (part.mids,))
 
 
-def partial_from_bytes(packed) -> _Partial:
+def partial_from_bytes(packed) -> Partial:
     """The inverse of :func:`partial_bytes` (read-only arrays over the bytes)."""
-    if isinstance(packed, _Partial):
+    if isinstance(packed, Partial):
         return packed
     m, d, mids_dtype, buf = packed
     pts = np.frombuffer(buf, np.float64, m * d).reshape(m, d)
     slots = np.frombuffer(buf, np.int64, m, 8 * m * d)
     ts = np.frombuffer(buf, np.float64, m, 8 * m * (d + 1))
     mids = np.frombuffer(buf, np.dtype(mids_dtype), m, 8 * m * (d + 2))
-    return _Partial(pts, slots, ts, mids)
+    return Partial(pts, slots, ts, mids)
 
 
 # --------------------------------------------------------------------------- shared per process
@@ -148,25 +148,25 @@ def _unpickle_msg(data: bytes) -> Msg:
     return Msg(pickled=data)
 
 
-def _load(state):
+def load_state(state):
     """A stage's state value: stored as one pickle (bytes), so the runner's state cache sizes one
     object instead of walking every array of it on each read and write."""
     raw = state.read()
     return None if raw is None else pickle.loads(raw)
 
 
-def _store(state, value) -> None:
+def store_state(state, value) -> None:
     state.write(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
 
 
-def _open(item):
+def open_msg(item):
     return item.v if isinstance(item, Msg) else item
 
 
 _PLANS: dict = {}
 
 
-class _Run:
+class RunContext:
     """What every stage of one run shares, rebuilt on each worker (never pickled): the run's noise
     source (its index in every key), the privacy plan (cached per process: built once), A and M."""
 
@@ -181,7 +181,7 @@ class _Run:
             cfg, self.plan, self.A.leaf_threshold())
 
 
-class _Job:
+class ClusterJob:
     """The public shape of a job's clustering stages (picklable: no seed)."""
 
     def __init__(self, cfg: EngineConfig, seed_path: str, n_shards: int, schedule: TickSchedule):
@@ -199,7 +199,7 @@ class _Job:
         return r * self.T + t
 
 
-def _measured(fn):
+def measured(fn):
     """Run a DoFn method to the end before Beam sees its outputs, so that a key's CPU time
     (:mod:`transforms.keystats`, benchmark only) is its own work, not the downstream encoding."""
     @functools.wraps(fn)
@@ -211,12 +211,12 @@ def _measured(fn):
     return wrapper
 
 
-class _StageFn(beam.DoFn):
+class StageFn(beam.DoFn):
     """Seed, per-run objects and key telemetry of a stage."""
 
     STAGE = "stage"
 
-    def __init__(self, job: _Job, label: str = None):
+    def __init__(self, job: ClusterJob, label: str = None):
         self.job = job
         self.label = label or self.STAGE
 
@@ -225,10 +225,10 @@ class _StageFn(beam.DoFn):
         self._runs = OrderedDict()
         self._stats = KeyStats(self.label)
 
-    def run(self, r: int) -> _Run:
+    def run(self, r: int) -> RunContext:
         ctx = self._runs.get(r)
         if ctx is None:
-            ctx = self._runs[r] = _Run(self.job.cfg, self._seed, r)
+            ctx = self._runs[r] = RunContext(self.job.cfg, self._seed, r)
             while len(self._runs) > 2:
                 self._runs.popitem(last=False)
         return ctx

@@ -1,4 +1,5 @@
-"""``BatchIntoTicks``: the stream's clock (P2, P4); ``DedupByMessageId``,
+"""``BatchIntoTicks``: the stream's clock as a Beam stage (P2, P4; the Beam-free rule,
+:class:`~dpstream.clock.TickClock`, is in ``dpstream/clock.py``); ``DedupByMessageId``,
 which runs before it on a stream, is in :mod:`transforms.dedup`.
 
 The tick of a record is a function of **that record alone**:
@@ -55,10 +56,8 @@ from __future__ import annotations
 
 import math
 import numbers
-import struct
 import time
-import zlib
-from typing import Callable, List, NamedTuple, Optional
+from typing import Callable, List, Optional
 
 import numpy as np
 
@@ -66,158 +65,14 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import trigger as beam_trigger
 from apache_beam.transforms.window import GlobalWindow, GlobalWindows, TimestampCombiner, TimestampedValue
-from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
+from dpstream.clock import (MICROS, UNBOUNDED_LAST_TICK, Partial, TickClock, empty_partial,  # noqa: F401
+                            is_int, merge_partials, seconds_or_none)
 from transforms.parse import NAMESPACE, ParsedBatch
 
-_US = 1_000_000
-_MAX_ABS_TS = 9.0e12  # seconds; |ts| * 1e6 stays exact-ish and inside int64
-UNBOUNDED_LAST_TICK = 2 ** 40 - 1  # runs without end: shard · 2**40 + tick stays inside int64 for 2**20 shards
 
-
-# --------------------------------------------------------------------------- the clock
-
-class TickClock:
-    """The public tick rule: pure, picklable, vectorised (see the module docstring).
-
-    ``TickClock("position", tick_size=1000, horizon_ticks=100, n_shards=4)`` or
-    ``TickClock("event_time", tick_seconds=60, t_start=..., horizon_ticks=1440)``."""
-
-    CLOCKS = ("position", "event_time")
-
-    def __init__(self, clock: str = "position", *, tick_size: Optional[int] = None,
-                 tick_seconds: Optional[float] = None, t_start: Optional[int] = None,
-                 horizon_ticks: Optional[int], n_shards: int = 1):
-        if clock not in self.CLOCKS:
-            raise ValueError(f"clock must be one of {self.CLOCKS}, got {clock!r}")
-        if horizon_ticks is None and clock != "event_time":
-            raise ValueError("an unbounded horizon (runs without end) needs the event_time clock")
-        if horizon_ticks is not None and (not _is_int(horizon_ticks) or horizon_ticks < 1):
-            raise ValueError(f"horizon_ticks must be an integer >= 1 (the public horizon T), got {horizon_ticks!r}")
-        if not _is_int(n_shards) or not 1 <= n_shards <= 1 << 20:
-            raise ValueError(f"n_shards must be an integer in [1, 2**20], got {n_shards!r}")
-        self.clock = clock
-        # None: runs without end (a stream of consecutive runs); ticks then stop only at the key width
-        self.horizon_ticks = None if horizon_ticks is None else int(horizon_ticks)
-        self.n_shards = int(n_shards)
-        if clock == "position":
-            if not _is_int(tick_size) or tick_size < 1:
-                raise ValueError(f"the position clock needs tick_size, an integer >= 1, got {tick_size!r}")
-            if tick_seconds is not None or t_start is not None:
-                raise ValueError("tick_seconds and t_start belong to the event_time clock, not the position clock")
-            if self.horizon_ticks * int(tick_size) > 2 ** 62:
-                raise ValueError("horizon_ticks * tick_size must stay below 2**62")
-            self.tick_size = int(tick_size)
-            self.tick_us = _US  # synthetic timeline: tick k spans [k-1, k) seconds
-            self.t_start = 0
-        else:
-            if tick_size is not None:
-                raise ValueError("tick_size belongs to the position clock, not the event_time clock")
-            if not isinstance(tick_seconds, numbers.Real) or isinstance(tick_seconds, bool) \
-                    or not math.isfinite(tick_seconds) or tick_seconds <= 0:
-                raise ValueError(f"the event_time clock needs tick_seconds > 0, got {tick_seconds!r}")
-            tick_us = round(float(tick_seconds) * _US)
-            if tick_us < 1 or abs(tick_us - float(tick_seconds) * _US) > 1e-3:
-                raise ValueError(f"tick_seconds must be a whole number of microseconds, got {tick_seconds!r}")
-            if not _is_int(t_start):
-                raise ValueError("the event_time clock needs t_start, the public index of the first tick "
-                                 "(floor(start_time / tick_seconds); see TickClock.t_start_for)")
-            self.tick_size = None
-            self.tick_us = int(tick_us)
-            self.t_start = int(t_start)
-        self.tick_seconds = self.tick_us / _US
-
-    @staticmethod
-    def t_start_for(start_time: float, tick_seconds: float) -> int:
-        """``t_start`` for a run whose first tick contains ``start_time`` (seconds since the epoch)."""
-        return int(round(float(start_time) * _US)) // round(float(tick_seconds) * _US)
-
-    # -- ticks
-    def ticks(self, slots: np.ndarray, ts: np.ndarray) -> np.ndarray:
-        """Vectorised ticks (int64) of records with these slots (−1 = none) and ts (NaN = none).
-        Records without the clock's field, or with an absurd value, get tick 0 (outside)."""
-        if self.clock == "position":
-            slots = np.asarray(slots, dtype=np.int64)
-            t = slots // self.tick_size + 1
-            return np.where(slots >= 0, t, 0)
-        ts = np.asarray(ts, dtype=np.float64)
-        ok = np.isfinite(ts) & (np.abs(ts) < _MAX_ABS_TS)
-        us = np.rint(np.where(ok, ts, 0.0) * _US).astype(np.int64)
-        t = us // self.tick_us - self.t_start + 1
-        return np.where(ok, t, 0)
-
-    def tick_of(self, slot: Optional[int] = None, ts: Optional[float] = None) -> Optional[int]:
-        """Scalar tick of one record, or None when it lies outside ``[1, horizon_ticks]``."""
-        s = -1 if slot is None or slot < 0 or slot >= 2 ** 62 else int(slot)
-        t = int(self.ticks(np.array([s], dtype=np.int64),
-                           np.array([np.nan if ts is None else float(ts)]))[0])
-        return t if 1 <= t <= self.last_tick else None
-
-    @property
-    def last_tick(self) -> int:
-        """The last tick admitted: the horizon, or (unbounded) the largest tick the shard keys can hold."""
-        return UNBOUNDED_LAST_TICK if self.horizon_ticks is None else self.horizon_ticks
-
-    def in_horizon(self, ticks: np.ndarray) -> np.ndarray:
-        return (ticks >= 1) & (ticks <= self.last_tick)
-
-    # -- times
-    def tick_start(self, tick: int) -> Timestamp:
-        """Event time at which tick ``tick`` starts (position clock: ``tick - 1`` seconds)."""
-        return Timestamp(micros=(self.t_start + int(tick) - 1) * self.tick_us)
-
-    def tick_end(self, tick) -> np.ndarray:
-        """Event time (seconds) at which tick(s) end: ``(t_start + tick) * tick_seconds``."""
-        return (self.t_start + np.asarray(tick, dtype=np.int64)) * self.tick_us / _US
-
-    def deadline(self, tick, allowed_lateness_seconds: float) -> np.ndarray:
-        """Public deadline (seconds since the epoch) of tick(s): a record published after it is not
-        admitted (``BatchIntoTicks`` compares each record's own publish time with it)."""
-        return self.tick_end(tick) + float(allowed_lateness_seconds)
-
-    # -- shards
-    def shard_of(self, slot: Optional[int], message_id: Optional[str], point: np.ndarray,
-                 ts: Optional[float]) -> int:
-        """A public function of the record: ``slot % n_shards``; without a slot, a CRC-32
-        of the message id; without either, a CRC-32 of the point's bytes and ts. Never
-        of arrival order."""
-        n = self.n_shards
-        if n == 1:
-            return 0
-        if slot is not None:
-            return int(slot) % n
-        if message_id is not None:
-            return zlib.crc32(str(message_id).encode("utf-8", "surrogatepass")) % n
-        return zlib.crc32(np.ascontiguousarray(point, dtype=np.float64).tobytes()
-                          + struct.pack("<d", math.nan if ts is None else float(ts))) % n
-
-
-def _is_int(v) -> bool:
-    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
-
-
-def _seconds_or_none(v) -> Optional[float]:
-    """A finite number of seconds, or None (booleans, non-numbers and NaN/inf are None)."""
-    if isinstance(v, bool) or not isinstance(v, numbers.Real):
-        return None
-    v = float(v)
-    return v if math.isfinite(v) else None
-
-
-class _Partial(NamedTuple):
-    """Points of one (shard, tick) from one bundle, with their sort keys."""
-    points: np.ndarray   # (m, dim) float64
-    slots: np.ndarray    # (m,) int64, -1 = none
-    ts: np.ndarray       # (m,) float64, NaN = none
-    mids: np.ndarray     # (m,) str, "" = none
-
-
-def _empty_partial(dim: int) -> _Partial:
-    return _Partial(np.zeros((0, dim)), np.zeros(0, np.int64), np.zeros(0), np.array([], dtype=str))
-
-
-def _counter(prefix: str, name: str):
+def stage_counter(prefix: str, name: str):
     return Metrics.counter(NAMESPACE, prefix + name)
 
 
@@ -227,7 +82,7 @@ class _AssignTicksFn(beam.DoFn):
     """Buffers points as Python lists (one append per point); at the end of the bundle, or
     every ``max_buffer`` points, computes every tick and shard at once with numpy, drops
     (and counts) records outside the horizon or published after their tick's deadline, and
-    emits one :class:`_Partial` per (shard, tick) of the buffer.
+    emits one :class:`Partial` per (shard, tick) of the buffer.
 
     Every decision is a function of the record's own fields (slot, ts, publish time) and
     public parameters, so neither the bundle split, nor the flush time, nor any other
@@ -245,7 +100,7 @@ class _AssignTicksFn(beam.DoFn):
         self.max_buffer = max_buffer
 
     def setup(self):
-        c = lambda name: _counter(self.label_prefix, name)  # noqa: E731
+        c = lambda name: stage_counter(self.label_prefix, name)  # noqa: E731
         self._c_ticked, self._c_outside = c("ticked"), c("outside_horizon")
         self._c_late, self._c_noclock, self._c_bad = c("after_deadline"), c("no_clock"), c("bad_point")
         self._c_arrived_late = c("arrived_after_deadline")
@@ -269,7 +124,7 @@ class _AssignTicksFn(beam.DoFn):
         m = pts.shape[0]
         slots = np.asarray(b.slots, dtype=np.int64).reshape(m)
         ts = b.ts if isinstance(b.ts, (int, float)) and not isinstance(b.ts, bool) else None
-        pub = _seconds_or_none(getattr(b, "publish_time", None))
+        pub = seconds_or_none(getattr(b, "publish_time", None))
         ts_arr = np.full(m, math.nan if ts is None else float(ts))
         if self.clock.clock == "position":
             has = (slots >= 0) & (slots < 2 ** 62)
@@ -304,12 +159,12 @@ class _AssignTicksFn(beam.DoFn):
             return
         point, slot, ts = element[0], element[1], element[2]
         mid = element[3] if len(element) > 3 else None
-        pub = _seconds_or_none(element[4]) if len(element) > 4 else None
+        pub = seconds_or_none(element[4]) if len(element) > 4 else None
         if not isinstance(point, np.ndarray) or point.ndim != 1 or \
                 (self.dim is not None and point.shape[0] != self.dim):
             self._c_bad.inc()
             return
-        if slot is not None and not (_is_int(slot) and 0 <= slot < 2 ** 62):
+        if slot is not None and not (is_int(slot) and 0 <= slot < 2 ** 62):
             slot = None
         if ts is not None and not isinstance(ts, (int, float)):
             ts = None
@@ -381,36 +236,15 @@ class _AssignTicksFn(beam.DoFn):
             for grp in np.split(order, cuts):
                 g_idx = idx[grp]
                 tick = int(ticks[g_idx[0]])
-                part = _Partial(pts[grp], slots[g_idx], ts[g_idx], mids[grp])
+                part = Partial(pts[grp], slots[g_idx], ts[g_idx], mids[grp])
                 out.append(((int(shards[g_idx[0]]), tick), part, clock.tick_start(tick)))
         self.start_bundle()
         return out
 
 
-def merge_partials(parts) -> _Partial:
-    """Concatenate partial batches of one tick and sort them by (slot, ts, message id,
-    coordinates): the result is a deterministic function of the *set* of records,
-    whatever the bundle split, pane split or arrival order."""
-    parts = list(parts)
-    if len(parts) == 1 and parts[0].points.shape[0] <= 1:
-        return parts[0]
-    pts = np.concatenate([p.points for p in parts], axis=0)
-    slots = np.concatenate([p.slots for p in parts])
-    ts = np.concatenate([p.ts for p in parts])
-    mids = np.concatenate([p.mids for p in parts])
-    if pts.shape[0] > 1:
-        order = np.argsort(slots, kind="stable")
-        s = slots[order]
-        if not (s[0] >= 0 and (s[1:] > s[:-1]).all()):  # missing or repeated slots: full key
-            keys = [pts[:, j] for j in range(pts.shape[1] - 1, -1, -1)] + [mids, ts, slots]
-            order = np.lexsort(keys)
-        pts, slots, ts, mids = pts[order], slots[order], ts[order], mids[order]
-    return _Partial(np.ascontiguousarray(pts), slots, ts, mids)
-
-
 class _MergeTickFn(beam.DoFn):
     """One sorted batch per (shard, tick) pane (:func:`merge_partials`); with
-    ``keep_order_keys`` the :class:`_Partial` itself, so a consumer that receives a
+    ``keep_order_keys`` the :class:`Partial` itself, so a consumer that receives a
     tick in several panes can merge them into the same order."""
 
     def __init__(self, clock: TickClock, keep_order_keys: bool = False):
@@ -432,7 +266,7 @@ class _EmptyTicksFn(beam.DoFn):
         self.clock, self.dim = clock, dim
 
     def process(self, _):
-        empty = _empty_partial(self.dim)
+        empty = empty_partial(self.dim)
         if self.clock.horizon_ticks is None:
             raise ValueError("emit_empty_ticks needs a bounded horizon")
         for tick in range(1, self.clock.horizon_ticks + 1):
@@ -462,9 +296,9 @@ class BatchIntoTicks(beam.PTransform):
       ``emit_empty_ticks=True`` (needs ``dim``) one batch for **every** (shard, tick)
       in ``[0, n_shards) × [1, horizon_ticks]``, empty ones as ``(0, dim)`` arrays, so
       the set of keys does not depend on the data.
-    * ``keep_order_keys=True`` emits the sorted ``_Partial`` (points, slots, ts,
+    * ``keep_order_keys=True`` emits the sorted ``Partial`` (points, slots, ts,
       message ids) instead of the bare array, for consumers that merge panes.
-    * ``group=False`` skips the GroupByKey: one ``_Partial`` per (shard, tick, bundle flush), for
+    * ``group=False`` skips the GroupByKey: one ``Partial`` per (shard, tick, bundle flush), for
       a keyed consumer that buffers by tick and merges a tick's partials itself (the job's
       ``ShardTicks``: one shuffle instead of two).
     * Unbounded input: the GroupByKey fires on processing time every ``pane_seconds``
@@ -490,7 +324,7 @@ class BatchIntoTicks(beam.PTransform):
         self.keep_order_keys = bool(keep_order_keys)
         self.clock = TickClock(clock, tick_size=tick_size, tick_seconds=tick_seconds, t_start=t_start,
                                horizon_ticks=horizon_ticks, n_shards=n_shards)
-        if dim is not None and (not _is_int(dim) or dim < 1):
+        if dim is not None and (not is_int(dim) or dim < 1):
             raise ValueError(f"dim must be an integer >= 1 or None, got {dim!r}")
         if allowed_lateness_seconds is not None:
             if clock != "event_time":
@@ -501,7 +335,7 @@ class BatchIntoTicks(beam.PTransform):
                 raise ValueError(f"allowed_lateness_seconds must be finite and >= 0, got {allowed_lateness_seconds!r}")
         if emit_empty_ticks and dim is None:
             raise ValueError("emit_empty_ticks needs dim (the shape of the empty batches)")
-        if not _is_int(pane_seconds) or pane_seconds < 1:  # Beam's trigger proto holds whole seconds
+        if not is_int(pane_seconds) or pane_seconds < 1:  # Beam's trigger proto holds whole seconds
             raise ValueError(f"pane_seconds must be an integer >= 1, got {pane_seconds!r}")
         self.dim = dim
         self.allowed_lateness_seconds = allowed_lateness_seconds

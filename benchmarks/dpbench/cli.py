@@ -5,10 +5,9 @@ import argparse
 import math
 import os
 import sys
-from typing import List
 
 from . import ALL_EPS, datasets, eps_key, parse_eps
-from .common import log
+from .common import log, parse_list
 from .harness import Executor, dump_results, load_results, merge, plan, record_key
 from .peers import REGISTRY as PEERS
 from .plots import write_plots
@@ -22,10 +21,6 @@ QUICK = dict(datasets=["blobs_1e4", "blobs_1e4_inorder", "digits"], eps=[1.0, ma
              kmedian=["blobs_1e4", "blobs_1e4_inorder"])
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
 QUICK_OUT = "/tmp/dpstream-bench-quick"
-
-
-def parse_list(s, conv=str) -> List:
-    return [conv(x.strip()) for x in s.split(",") if x.strip()]
 
 
 def parser() -> argparse.ArgumentParser:

@@ -16,6 +16,11 @@ def limit_threads() -> None:
         os.environ.setdefault(v, "1")
 
 
+def parse_list(s, conv=str) -> list:
+    """A comma list of the command line (``"a, b,"`` → ``["a", "b"]``)."""
+    return [conv(x.strip()) for x in s.split(",") if x.strip()]
+
+
 def log(msg: str) -> None:
     print(f"[{time.time() - T0:8.1f}s] {msg}", flush=True)
 

@@ -10,7 +10,7 @@ from typing import Dict, List
 
 import numpy as np
 
-from .common import log
+from .common import log, parse_list
 from .harness import Executor, dump_results, load_results, record_key
 from .summary import agg, build_meta
 from .tasks import PREFIX_REF, PREPARE, Task
@@ -154,7 +154,6 @@ def write(out, records, cfgs, cur, info):
 
 
 def main(args, argv, out) -> int:
-    from .cli import parse_list
     from .runinfo import run_info
 
     dsets = parse_list(args.datasets) if args.datasets else (["blobs_1e4"] if args.quick else ["blobs_1e5", "china"])

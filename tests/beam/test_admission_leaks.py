@@ -186,7 +186,7 @@ def hourly_run(tmp_path_factory):
     (tick 1 still open); a record whose ts is 2890 s after its publish time; a record of tick 1
     published after tick 1's deadline; and, once the dedup has forgotten them, another quarter redelivered
     while the watermark still holds tick 1 open. Returns (job, seed, X, releases, dead letters, counters)."""
-    from pipelines.direct_metrics import install
+    from pipelines.local_runner.metrics import install
     tmp = tmp_path_factory.mktemp("hourly")
     seed = tmp / "seed"
     seed.write_text("c0ffee11d4e5f60718293a4b5c6d7e8f90a1b2c3d4e5f60718293a4b5c60f1e2\n")
@@ -291,7 +291,7 @@ def _collect(kv):
 def _experiment(with_slow: bool):
     """50 records of tick 1 published 0.1 s before its deadline, reaching the stage at once, in one
     bundle; with or without an 8 MB malformed message in the same bundle."""
-    from pipelines.direct_metrics import install
+    from pipelines.local_runner.metrics import install
     clock = TickClock("event_time", tick_seconds=10.0, t_start=10, horizon_ticks=3)  # tick 1 = [100, 110)
     deadline = float(clock.deadline(1, 5.0))                                          # 115
     published = deadline - 0.1

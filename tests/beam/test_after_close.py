@@ -68,7 +68,7 @@ def _run(tmp, another_message_pulled: bool):
     stream = (stream.add_elements(tv([late_x])).advance_processing_time(2.0)
               .advance_watermark_to(Timestamp.of(T0 + 20.0 + job_mod.close_delay_seconds(job) + 1))
               .advance_processing_time(2.0).advance_watermark_to_infinity())
-    from pipelines.direct_metrics import install
+    from pipelines.local_runner.metrics import install
     install()
     opts = PipelineOptions(["--runner=BundleBasedDirectRunner"])
     opts.view_as(StandardOptions).streaming = True

@@ -538,14 +538,14 @@ def test_progress_rate_adds_up_the_runs_dp_counts(caplog, monkeypatch):
 
 
 def test_a_streaming_run_on_the_direct_runner_reports_exact_counters(tmp_path, seed_file):
-    """The BundleBasedDirectRunner loses the counters of later bundles (Beam 2.77; pipelines.direct_metrics):
+    """The BundleBasedDirectRunner loses the counters of later bundles (Beam 2.77; pipelines.local_runner.metrics):
     with the workaround the streaming job's summary counts are exact over many bundles."""
     from apache_beam.coders import PickleCoder
     from apache_beam.options.pipeline_options import PipelineOptions, StandardOptions
     from apache_beam.testing.test_stream import TestStream
     from apache_beam.utils.timestamp import Timestamp
 
-    from pipelines.direct_metrics import install
+    from pipelines.local_runner.metrics import install
     from tests.beam.runner_clock import runner_clock
     from transforms.parse import Record
 

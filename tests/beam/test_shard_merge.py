@@ -1,4 +1,4 @@
-"""ShardTicks merges and clips all the ticks of a firing at once (transforms.cluster.merge_ticks): the
+"""ShardTicks merges and clips all the ticks of a firing at once (transforms.shard_ticks.merge_ticks): the
 same points, in the same order, as merge_partials and clip_to_ball tick by tick."""
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import pytest
 pytest.importorskip("apache_beam", reason="apache_beam is not importable", exc_type=ImportError)
 
 from dpstream.rings import clip_to_ball  # noqa: E402
-from transforms.cluster import merge_ticks  # noqa: E402
-from transforms.ticks import _Partial, merge_partials  # noqa: E402
+from transforms.shard_ticks import merge_ticks  # noqa: E402
+from transforms.ticks import Partial, merge_partials  # noqa: E402
 
 
 def _part(rng, m, d, slots):
-    return _Partial(rng.normal(scale=8.0, size=(m, d)), np.asarray(slots, np.int64),
+    return Partial(rng.normal(scale=8.0, size=(m, d)), np.asarray(slots, np.int64),
                     rng.normal(size=m), np.array([str(v) for v in rng.integers(0, 3, m)]))
 
 
@@ -53,14 +53,14 @@ def test_partial_bytes_round_trip():
     from transforms.stages import partial_bytes, partial_from_bytes
     rng = np.random.default_rng(0)
     parts = [_part(rng, m, 3, rng.integers(-1, 100, m)) for m in (1, 7)]
-    parts.append(_Partial(np.zeros((0, 3)), np.zeros(0, np.int64), np.zeros(0), np.array([], dtype=str)))
-    parts.append(_Partial(rng.normal(size=(6, 4))[::2], np.arange(3), np.full(3, np.nan), np.array(["ab", "", "c"])))
+    parts.append(Partial(np.zeros((0, 3)), np.zeros(0, np.int64), np.zeros(0), np.array([], dtype=str)))
+    parts.append(Partial(rng.normal(size=(6, 4))[::2], np.arange(3), np.full(3, np.nan), np.array(["ab", "", "c"])))
     for p in parts:
         packed = partial_bytes(p)
-        assert isinstance(packed, tuple) and not isinstance(packed, _Partial)
+        assert isinstance(packed, tuple) and not isinstance(packed, Partial)
         back = partial_from_bytes(pickle.loads(pickle.dumps(packed)))
         for a, b in zip(back, p):
             assert a.dtype == b.dtype and a.shape == b.shape
             np.testing.assert_array_equal(a, b)
-    odd = _Partial(np.zeros((2, 3), np.float32), np.zeros(2, np.int64), np.zeros(2), np.array(["", ""]))
+    odd = Partial(np.zeros((2, 3), np.float32), np.zeros(2, np.int64), np.zeros(2), np.array(["", ""]))
     assert partial_bytes(odd) is odd and partial_from_bytes(odd) is odd  # other dtypes: pickled as they are

@@ -19,7 +19,7 @@ from apache_beam.utils.timestamp import Timestamp  # noqa: E402
 
 from transforms.parse import ParsedBatch, ParsedPoint, ParsePoints, Record, records_from_lines  # noqa: E402
 from transforms.dedup import DedupByMessageId  # noqa: E402
-from transforms.ticks import BatchIntoTicks, TickClock, _AssignTicksFn, _MergeTickFn, _Partial  # noqa: E402
+from transforms.ticks import BatchIntoTicks, TickClock, _AssignTicksFn, _MergeTickFn, Partial  # noqa: E402
 
 DIM = 2
 
@@ -177,13 +177,13 @@ def test_merge_is_deterministic_whatever_the_bundle_split_and_order():
     for trial in range(5):
         perm = rng.permutation(n)
         cuts = np.sort(rng.choice(np.arange(1, n), size=trial, replace=False))
-        parts = [_Partial(pts[i], slots[i], ts[i], mids[i]) for i in np.split(perm, cuts)]
+        parts = [Partial(pts[i], slots[i], ts[i], mids[i]) for i in np.split(perm, cuts)]
         (tv,) = list(fn.process(((0, 1), parts)))
         (key, got) = tv.value
         assert key == (0, 1) and tv.timestamp == Timestamp(0)
         np.testing.assert_array_equal(got, want)
     # without slots: ordered by (ts, message id, coordinates)
-    parts = [_Partial(np.array([[2.0, 0.0], [1.0, 0.0], [0.0, 9.0]]), np.array([-1, -1, -1]),
+    parts = [Partial(np.array([[2.0, 0.0], [1.0, 0.0], [0.0, 9.0]]), np.array([-1, -1, -1]),
                       np.array([5.0, 5.0, 4.0]), np.array(["b", "a", "z"]))]
     (tv,) = list(fn.process(((0, 1), parts)))
     np.testing.assert_array_equal(tv.value[1], [[0.0, 9.0], [1.0, 0.0], [2.0, 0.0]])

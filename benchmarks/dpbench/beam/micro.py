@@ -70,17 +70,18 @@ def _bicriteria(cfg, seed, seed_file, merged, out):
     from dpstream.noise import NoiseSource
     from dpstream.privacy import PrivacyPlan
     from transforms.bicriteria import _LevelUpdatesFn, level_keys
+    from transforms.messages import LevelUpdate
 
     lfn = _LevelUpdatesFn(cfg, seed_file)
     lfn.setup()
     updates = defaultdict(dict)  # (q, lv, bucket shard) -> {tick: update}
     with _Clock() as c:
         for t, part in merged.items():
-            for key, (_, tick, u) in lfn.process(((0, t), part)):
-                updates[key][tick] = u
+            for key, lu in lfn.process(((0, t), part)):
+                updates[key][lu.tick] = lu.update
     out["level_updates"] = {"wall": c.wall, "cpu": c.cpu, "keys": len(level_keys(cfg)),
                             "elements": sum(map(len, updates.values())),
-                            "bytes": sum(len(pickle.dumps((key, ("tick", t, u)), HP))
+                            "bytes": sum(len(pickle.dumps((key, LevelUpdate(t, u)), HP))
                                          for key, us in updates.items() for t, u in us.items()),
                             "widths": sorted({int(u.size) for us in updates.values() for u in us.values()})}
     T = cfg.horizon_ticks
@@ -167,7 +168,7 @@ def stage_micro(ctx):
         pickle.loads(blob)
     out["engine_state"] = {"wall": c.wall, "cpu": c.cpu, "bytes": len(blob)}
     out["same_as_job"] = _same_as_job(ctx.get("releases"), rels)
-    with _Clock() as c:  # batch mode: ClusterTicks adds every (tick, _Partial) to a BagState and reads them back
+    with _Clock() as c:  # batch mode: ClusterTicks adds every (tick, Partial) to a BagState and reads them back
         blobs = [pickle.dumps((t, p), HP) for t, p in merged.items()]
         for b in blobs:
             pickle.loads(b)

@@ -103,7 +103,7 @@ def build_report(args, ctx, res, command, gen_wall) -> str:
              f"`ReadModifyWriteState` holding the engine{' without its bicriteria' if bic else ''} would be "
              f"{mes['bytes']:,} bytes | "
              f"bounded (as in the engine) |")
-    L.append(f"| batch-mode input buffers | – | `ShardTicks` adds every tick's `(tick, _Partial)` to a `BagState` and "
+    L.append(f"| batch-mode input buffers | – | `ShardTicks` adds every tick's `(tick, Partial)` to a `BagState` and "
              f"reads them all in its one timer firing (over all its point shards together): {mb['bytes']:,} bytes pickled ({mb['bytes'] / MB:.0f} MB, "
              f"{mb['bytes'] / n:.0f} B per point) held at once; "
              + (f"each of the {n_keys} (tree, level) keys of `BicriteriaCenters` buffers its `(tick, update)` "

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from . import Raw, register
+from .registry import Raw, register
 
 
 @register("aniso32", "anisotropic mixture", held_out=True)

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from . import Raw, register
+from .registry import Raw, register
 
 
 def blobs(n: int, d: int = 10, centers: int = 10, std: float = 1.0, box: float = 10.0, tick: int = 1000) -> Raw:

@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 
-from . import Raw, register
+from .registry import Raw, register
 
 
 @register("digits", "digits")

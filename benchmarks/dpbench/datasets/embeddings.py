@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from . import Raw, register
+from .registry import Raw, register
 
 
 def embeddings(n: int = 100_000, d: int = 256, k: int = 10, intrinsic: int = 24, spread: float = 0.75,

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import Raw, register
+from .registry import Raw, register
 
 
 @register("gmm100", "gmm")

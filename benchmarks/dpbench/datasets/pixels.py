@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from . import Raw, register
+from .registry import Raw, register
 
 
 def _prototypes(rng, side: int, k: int) -> np.ndarray:

@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from . import Raw, register
+from .registry import Raw, register
 
 
 @register("skewed", "skewed mixture")

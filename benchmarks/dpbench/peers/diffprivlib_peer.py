@@ -6,7 +6,7 @@ peer's runs are recorded as skipped."""
 from __future__ import annotations
 
 from ..metrics.throughput import FitClock
-from . import Peer, register
+from .registry import Peer, register
 
 
 def unavailable():

@@ -12,7 +12,7 @@ and the paper's strawmen as ablations.
 from __future__ import annotations
 
 from .. import DELTA
-from . import Peer, register, run_stream
+from .registry import Peer, register, run_stream
 
 VARIANTS = {
     "dpstream": {},

@@ -3,7 +3,7 @@ the reference, the denominator of every k-means cost ratio."""
 from __future__ import annotations
 
 from ..metrics.throughput import FitClock
-from . import Peer, register
+from .registry import Peer, register
 
 
 def run(ds, eps, seed, ckpt_ticks, overrides=None, n_init=10):

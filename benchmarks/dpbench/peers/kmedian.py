@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from ..metrics.kmedian import reference
 from ..metrics.throughput import FitClock
-from . import Peer, register
+from .registry import Peer, register
 
 
 def run(ds, eps, seed, ckpt_ticks, overrides=None):

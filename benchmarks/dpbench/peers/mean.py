@@ -1,7 +1,7 @@
 """1 center at the data mean: the non-private floor (a method above it released nothing useful)."""
 from __future__ import annotations
 
-from . import Peer, register
+from .registry import Peer, register
 
 
 def run(ds, eps, seed, ckpt_ticks, overrides=None):

@@ -2,7 +2,7 @@
 streaming anchor."""
 from __future__ import annotations
 
-from . import Peer, register, run_stream
+from .registry import Peer, register, run_stream
 
 
 def run(ds, eps, seed, ckpt_ticks, overrides=None):

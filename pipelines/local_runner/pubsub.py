@@ -7,8 +7,8 @@ second (measured: 410 of ~1,440 records of an 18 s emulator run read, the rest p
 deadline). :func:`install` raises the request's ``max_messages`` to :data:`MAX_MESSAGES`: a pull still
 returns as soon as messages are available (as many as are there, up to the maximum), so a slow stream
 sees no extra delay and a fast one fills its bundles. Acknowledgement is unchanged (the runner acks
-what it pulled before emitting the bundle). Dataflow has its own reader and is unaffected. ``launch``
-installs it for local streaming runs; it is idempotent.
+what it pulled before emitting the bundle). Dataflow has its own reader and is unaffected.
+Idempotent; applied by :func:`pipelines.local_runner.install`.
 """
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ defaults), and, for Beam's ``Map``/``FlatMap`` wrapper, the empty answer when th
 function has no DoFn parameter among its defaults. Anything else goes to
 Beam's function; and the argument names and defaults of plain functions and methods (each bundle's
 ``DoFnSignature``). The results are the same Beam computes; only the time changes. The FnApiRunner
-(batch) introspects once per stage and is unaffected. Idempotent.
+(batch) introspects once per stage and is unaffected. Idempotent; applied by
+:func:`pipelines.local_runner.install`.
 """
 from __future__ import annotations
 

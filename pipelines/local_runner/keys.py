@@ -11,8 +11,7 @@ the third run, whose records then missed their deadline).
 :func:`install` drops a key's entry when a bundle leaves it with no state, no timers and no global
 state. A dropped key and a fresh one are the same to the runner (``DirectStepContext.get_keyed_state``
 creates an empty state for a key it does not hold), so no element, state or timer changes: the scan
-only stops visiting keys that have nothing. Idempotent; local runners only
-(``pipelines.dp_stream_cluster.launch``).
+only stops visiting keys that have nothing. Idempotent; applied by :func:`pipelines.local_runner.install`.
 """
 from __future__ import annotations
 

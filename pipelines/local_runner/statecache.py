@@ -10,8 +10,8 @@ CPU at n = 1e6.
 :func:`install` weighs values the same way without that exclusion. It is not needed: Beam's own
 filter already stops the walk at every type, module and function, the only objects through which a
 state value (bytes, lists and tuples of numpy arrays) could reach a module's globals. Only the
-cache's size accounting is involved, never a value. Idempotent; local runners only
-(``pipelines.dp_stream_cluster.launch``).
+cache's size accounting is involved, never a value. Idempotent; applied by
+:func:`pipelines.local_runner.install`.
 """
 from __future__ import annotations
 

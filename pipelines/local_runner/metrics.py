@@ -13,8 +13,8 @@ one: their updates are lost.
 (so it is the one the cached state holds), whose ``get_cumulative()`` returns what the
 current bundle added: the runner then commits each bundle's own counter updates. Only
 counters are made per-bundle (dpstream uses no other metric type). The FnApiRunner
-(batch) does not use this code path and is unaffected. ``launch`` installs it for
-local streaming runs; it is idempotent.
+(batch) does not use this code path and is unaffected. Idempotent; applied by
+:func:`pipelines.local_runner.install`.
 """
 from __future__ import annotations
 
