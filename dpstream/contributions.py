@@ -82,6 +82,34 @@ def _codes(ids: list, uniq: list) -> np.ndarray:
     return np.fromiter(map(index.__getitem__, ids), dtype=np.int64, count=len(ids))
 
 
+def unit_keep(ticks: np.ndarray, L: int, per_tick: int, prior: int = 0) -> np.ndarray:
+    """The rule for one unit's records of one run, in stream order (ticks ascending, then position):
+    which are kept. Its first ``per_tick`` of each tick, then the first ``L − prior`` of those. The
+    Beam job applies it per (run, unit) key; :class:`ContributionBounder` applies the same rule tick
+    by tick (a test checks they agree)."""
+    ticks = np.asarray(ticks)
+    if ticks.size == 0:
+        return np.zeros(0, dtype=bool)
+    starts = np.flatnonzero(np.r_[True, ticks[1:] != ticks[:-1]])
+    rank = np.arange(ticks.size) - np.repeat(starts, np.diff(np.r_[starts, ticks.size]))
+    keep = rank < per_tick
+    return keep & (np.cumsum(keep) + prior <= L)
+
+
+def unit_tick_means(X: np.ndarray, ticks: np.ndarray, L: int, cfg: EngineConfig):
+    """One unit's records of one run in stream order → (means of its first L ticks, index of each mean's
+    first record): the job's side of ``contribution="tick_mean"``, the same arithmetic as the library's."""
+    Xc, _ = clip_to_ball(np.asarray(X, dtype=float), cfg.center_vec, cfg.radius)
+    ticks = np.asarray(ticks)
+    if ticks.size == 0:
+        return np.zeros((0, Xc.shape[1])), np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, ticks[1:] != ticks[:-1]])
+    sizes = np.diff(np.r_[starts, ticks.size])[:L]
+    starts = starts[:L]
+    means = np.add.reduceat(Xc[:starts[-1] + sizes[-1]], starts, axis=0) / sizes[:, None]
+    return means, starts
+
+
 class ContributionBounder:
     """Per-run contribution bounds of :class:`~dpstream.params.EngineConfig` (``max_contributions``
     and friends), applied tick by tick: ``bound(X, ids) -> X'`` for the engine's next tick."""

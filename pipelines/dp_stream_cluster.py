@@ -39,6 +39,8 @@ import time
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
+from pipelines import unit_options
+
 LOCAL_DEDUP_BUCKETS = 16  # DedupByMessageId's keys on a local runner (one key per message id elsewhere)
 LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner", "FnApiRunner", "PrismRunner")
 KNOWN_RUNNERS = LOCAL_RUNNERS + ("DataflowRunner", "FlinkRunner", "SparkRunner", "PortableRunner",
@@ -146,6 +148,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how ShardTicks closes ticks: batch (one timer firing at the horizon's last tick: fastest "
                         "on bounded input), looping (one guarded timer per tick, what a stream uses) or auto "
                         "(looping for Pub/Sub, batch otherwise) (default auto)")
+    unit_options.add_options(ap)
     g = ap.add_argument_group("report")
     g.add_argument("--report", action="store_true",
                    help="after a batch run with --output, write centers.json, privacy_plan.md and report.png")
@@ -203,6 +206,7 @@ class Job:
     tick_timer: str = "batch"  # "batch" (one firing) | "looping" (one per tick; streaming)
     runs: Optional[int] = 1  # consecutive runs of horizon_ticks ticks each (public); None: unbounded
     window_runs: int = 1  # closed runs merged into each release's window_centers (0: all)
+    unit: Optional[dict] = None  # the privacy unit and its bounds (pipelines.unit_options); None: one record
 
     @property
     def local(self) -> bool:
@@ -423,7 +427,8 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
               clock=clock, tick_size=tick_size, tick_seconds=tick_seconds, t_start=t_start,
               horizon_ticks=horizon, allowed_lateness_seconds=lateness, streaming=streaming, runner=runner,
               report=ns.report, t_start_given=ns.t_start is not None, runs=n_runs,
-              window_runs=int(ns.window_runs), bucket_shards=int(ns.bucket_shards))
+              window_runs=int(ns.window_runs), bucket_shards=int(ns.bucket_shards),
+              unit=unit_options.unit_of(ns, clock, ns.format, source, OptionError))
     cfg = engine_config(job)  # validates k, ε, δ, radius … with the engine's own messages
     if job.runs != 1 and cfg.bicriteria:
         raise OptionError("--runs > 1 needs the default ring centers: the bicriteria stages (--semicoreset snap) "
@@ -511,7 +516,7 @@ def engine_config(job: Job):
                             window_runs=job.window_runs,
                             neighbouring="replace_one" if job.clock == "position" else "add_remove",
                             objective=job.objective, semicoreset=job.semicoreset, center=job.center,
-                            bucket_shards=job.bucket_shards)
+                            bucket_shards=job.bucket_shards, **unit_options.engine_kwargs(job.unit))
     except ValueError as e:
         raise OptionError(str(e)) from None
 
@@ -541,6 +546,7 @@ def build(p, job: Job, seed_path: str, source=None):
     from transforms.parse import ParsePoints
     from transforms.tick_timer import TickSchedule
     from transforms.dedup import DedupByMessageId
+    from transforms.units import BoundContributions, ParsePointsWithId
     from pipelines import direct_specs
 
     direct_specs.install()  # the BundleBasedDirectRunner re-introspects every DoFn on every bundle (Beam 2.77)
@@ -556,12 +562,18 @@ def build(p, job: Job, seed_path: str, source=None):
         for fmt, specs in sorted(by_fmt.items()):
             sfx = "" if len(by_fmt) == 1 else "_" + fmt
             records = p | ("ReadFiles" + sfx) >> ReadFileRecords(files=specs)
+            if job.unit is not None:  # (id, point) pairs, bounded per (run, unit) below
+                outs.append(records | ("ParsePoints" + sfx) >> ParsePointsWithId(job.dim, fmt,
+                                                                                 job.unit["privacy_unit"]))
+                continue
             outs.append(records | ("ParsePoints" + sfx) >> ParsePoints(job.dim, fmt, batch_arrays=True))
         if len(outs) == 1:
             points, dead_letter = outs[0].points, outs[0].dead_letter
         else:
             points = tuple(o.points for o in outs) | "AllPoints" >> beam.Flatten()
             dead_letter = tuple(o.dead_letter for o in outs) | "AllDeadLetters" >> beam.Flatten()
+        if job.unit is not None:
+            points = points | "BoundContributions" >> BoundContributions(cfg, job.tick_size)
     else:
         if source is not None:
             records = source
