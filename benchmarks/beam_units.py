@@ -38,12 +38,10 @@ def main():
     with open(os.path.join(tmp, "in.jsonl"), "w") as fh:
         for x, u in zip(X.tolist(), ids.tolist()):
             fh.write(json.dumps({"x": x, "user": f"u{u}"}) + "\n")
-    with open(os.path.join(tmp, "seed"), "w") as fh:
-        fh.write(os.urandom(32).hex() + "\n")
     T = -(-a.n // a.tick_size)
     base = [sys.executable, "-m", "pipelines.dp_stream_cluster", f"--input={tmp}/in.jsonl", "--dim=2",
             f"--radius={meta['radius']}", f"--k={meta['k']}", f"--tick_size={a.tick_size}", f"--horizon_ticks={T}",
-            f"--seed_file={tmp}/seed", "--epsilon=1"]
+            "--epsilon=1", f"--seed_registry={tmp}/seed_registry.jsonl"]
     configs = {"no unit": [],
                "unit, L = 4 tick means": ["--privacy_id_field=user", "--max_contributions=4",
                                           "--contribution=tick_mean"],
@@ -53,9 +51,12 @@ def main():
     for r in range(a.repeats):
         for name, extra in (configs.items() if r % 2 == 0 else reversed(list(configs.items()))):
             out = os.path.join(tmp, f"out-{r}-{abs(hash(name))}")
+            seed = out + ".seed"  # a fresh seed per run: a seed is never reused on another configuration
+            with open(seed, "w") as fh:
+                fh.write(os.urandom(32).hex() + "\n")
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t = time.time()
-            subprocess.run(base + [f"--output={out}"] + extra, cwd=ROOT, env=env, check=True,
+            subprocess.run(base + [f"--output={out}", f"--seed_file={seed}"] + extra, cwd=ROOT, env=env, check=True,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
             wall = time.time() - t
             after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -72,6 +72,12 @@ class EngineConfig:
     tree_keep_factor, tree_branch_factor, lloyd_iters, count_share (the part
     of A's budget spent on counts; None = rule), weight_beta (phantom-mass threshold).
 
+Unit of privacy (:mod:`dpstream.contributions`): max_contributions (L; None = one record is the
+    unit), max_contributions_per_tick (ℓ ≤ L, default L), contribution ("records": a unit's first ℓ
+    records of a tick and first L of a run; "tick_mean": one mean per tick for its first L ticks),
+    privacy_unit (the id field's name, for the ledger). With L set every sensitivity of the plan is
+    L times the one-record one and the plan protects one unit.
+
     Budget: privacy_split = (bicriteria, sparse vector, A, stream count) weights
     (three weights: no stream counter). ``bicriteria=None`` is the public rule: off,
     chosen by measurement (the rings around the released centers do its work), except
