@@ -255,7 +255,7 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         X = self._check_X(X, allow_empty=False)
         self._check_ids(privacy_ids)
         if privacy_ids is not None:
-            privacy_ids = np.asarray(privacy_ids) if not isinstance(privacy_ids, (list, np.ndarray)) else privacy_ids
+            privacy_ids = privacy_ids if isinstance(privacy_ids, (list, np.ndarray)) else list(privacy_ids)
             if len(privacy_ids) != X.shape[0]:
                 raise ValueError(f"privacy_ids has {len(privacy_ids)} entries for {X.shape[0]} rows (one id per row)")
         n_ticks = math.ceil(X.shape[0] / self.tick_size)

@@ -47,6 +47,8 @@ what fully adaptive composition of Gaussian mechanisms needs: Smith & Thakurta 2
 within their ε: the plan's total is the unit's. Calibrating for L points in one instance is exactly
 the worst case (a unit whose L records all land in one tick, one leaf, one ring).
 
+Ids are compared by Python equality (so 1, 1.0 and True are one unit): give each unit one id.
+
 State: one int per unit seen in the open run (a dict from id to its count); the map is dropped when
 the run ends. ``state_bytes()`` measures it.
 """

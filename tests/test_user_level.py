@@ -315,3 +315,23 @@ def test_ids_and_bounds_go_together():
         EngineConfig(n_clusters=2, dim=2, radius=1.0, epsilon=1.0, max_contributions=2, max_contributions_per_tick=3)
     with pytest.raises(ValueError, match="need max_contributions"):
         EngineConfig(n_clusters=2, dim=2, radius=1.0, epsilon=1.0, contribution="tick_mean")
+
+
+# -- a person with a quarter of all records -----------------------------------------------------------
+
+def test_a_person_with_a_quarter_of_the_records_gets_no_center_of_their_own():
+    """GPS-like users (benchmarks' generator), one person with 25% of the records at two places 30 km from
+    every city: record level puts a center there (the check can fail); user level (L = 4 tick means) does not."""
+    import os
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
+    from dpbench.datasets.units import gps_users
+    X, ids, meta = gps_users(40_000, 400, heavy=0.25)
+
+    def nearest(**kw):
+        m = DPStreamClusterer(8, epsilon=4.0, radius=meta["radius"], random_state=0, tick_size=1000, **kw)
+        m.fit(X, privacy_ids=ids if kw else None)
+        return np.min(np.linalg.norm(m.cluster_centers_[:, None] - meta["heavy_places"][None], axis=2))
+
+    assert nearest() < 3.0
+    assert nearest(max_contributions=4, contribution="tick_mean") > 30.0

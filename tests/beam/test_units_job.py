@@ -133,3 +133,22 @@ def test_unit_option_errors(tmp_path, seed_file, extra, message):
             "--horizon_ticks=2", f"--seed_file={seed_file}", *[e for e in extra]]
     with pytest.raises(job_mod.OptionError, match=message):
         job_mod.parse_args(argv)
+
+
+def test_bound_contributions_stage_resets_at_each_run():
+    """The keyed stage alone (no job): run = slot // (T·tick_size), bounds per (run, unit)."""
+    import apache_beam as beam
+    from apache_beam.testing.test_pipeline import TestPipeline
+    from apache_beam.testing.util import assert_that, equal_to
+    from dpstream.params import EngineConfig
+    from transforms.parse import ParsedPoint
+    from transforms.units import BoundContributions
+    cfg = EngineConfig(n_clusters=2, dim=1, radius=1.0, epsilon=1.0, horizon_ticks=2, runs=None,
+                       max_contributions=2)
+    # tick_size 3, T = 2: run 0 holds slots 0–5, run 1 slots 6–11; unit "a" sends every slot
+    elems = [("a", ParsedPoint(np.array([0.0]), s, None)) for s in range(12)]
+    elems += [("b", ParsedPoint(np.array([0.0]), s, None)) for s in (4, 5, 11)]
+    with TestPipeline() as p:
+        out = (p | beam.Create(elems) | BoundContributions(cfg, tick_size=3)
+               | beam.Map(lambda q: q.slot))
+        assert_that(out, equal_to([0, 1, 6, 7, 4, 5, 11]))
