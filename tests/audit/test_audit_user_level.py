@@ -128,3 +128,57 @@ def test_snap_unit_audit_catches_record_level_calibration():
     res = snap_audit("record-plan", _snap_cfg(max_contributions=None))  # group privacy not accounted
     assert not res.passed, res
     assert res.eps_hat > 2.0, res
+
+
+# -- the sparse vector under unit replacement: the non-monotone case ---------------------------------
+
+SVT_H, SVT_L = 8, 3
+SVT_M = 2 * SVT_L
+
+
+def _svt_cfg(**kw):
+    base = dict(n_clusters=1, dim=1, radius=1.0, epsilon=20.0, delta=0.0, horizon_ticks=SVT_H,
+                neighbouring="replace_one", block_size=SVT_M, grid_levels=1, bicriteria=True,
+                privacy_split=(0.1, 0.05, 0.85), max_contributions=SVT_L)
+    base.update(kw)
+    return EngineConfig(**base)
+
+
+def run_svt_patterns(scale, tag, side, phase, n, batch=50_000):
+    """One ring's instance; background: L points at every even tick. D: a unit's L points at tick 1; D': in
+    the same public slots a unit whose tick-1 slots are ⊥ keeps L points at tick 2 instead (its first L),
+    so the instance's count moves by −L at tick 1 and not at all from tick 2 on: not monotone."""
+    from dpstream.noise import NoiseSource
+    from dpstream.sparse_vector import LevelZeroAboveThreshold
+    out = []
+    for b in range(-(-n // batch)):
+        k = min(batch, n - b * batch)
+        svt = LevelZeroAboveThreshold(k, SVT_M, scale, NoiseSource(H.seed_for("svt-unit", tag, side, phase, b)),
+                                      ("svt", 0))
+        code = np.zeros(k, dtype=np.int64)
+        for t in range(1, SVT_H + 1):
+            a = SVT_L * (t % 2 == 0) + SVT_L * (t == (2 if side else 1))
+            code |= svt.step(t, np.full(k, a, dtype=np.int64)).astype(np.int64) << (t - 1)
+        out.append(code)
+    return np.concatenate(out)
+
+
+def svt_audit(tag, plan_cfg):
+    eps_svt = [ln.epsilon for ln in PrivacyPlan.build(_svt_cfg()).lines if ln.mechanism == "svt"][0]
+    scale = PrivacyPlan.build(plan_cfg).svt_scale
+    runs = [run_svt_patterns(scale, tag, s, ph, H.n_trials(n)) for ph, n in (("cal", 50_000), ("test", 200_000))
+            for s in (0, 1)]
+    return H.audit_calibrated(f"sparse vector, one unit replaced (non-monotone), L = {SVT_L} [{tag}]", eps_svt,
+                              0.0, *runs, describe=lambda rows, k: f"{len(rows)} firing patterns")
+
+
+def test_svt_unit_replacement_within_plan():
+    assert [ln.epsilon for ln in PrivacyPlan.build(_svt_cfg()).lines if ln.mechanism == "svt"][0] == \
+        pytest.approx(1.0)
+    res = svt_audit("correct", _svt_cfg())
+    assert res.passed, res
+
+
+def test_svt_unit_audit_catches_record_level_calibration():
+    res = svt_audit("record-plan", _svt_cfg(max_contributions=None))
+    assert not res.passed, res
