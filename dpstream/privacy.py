@@ -24,6 +24,10 @@ sparse vector is a pure-ε part, and everything is composed in one privacy-loss
 distribution (review finding 13); the reported ε is min(PLD ε, basic sum).
 With δ = 0 everything is pure ε with discrete Laplace noise and the total is
 the basic sum.
+
+With a privacy unit (``EngineConfig.max_contributions`` = L) every sensitivity above is L times the
+one-record one, so every noise scale is L times as large and the totals are those of one unit
+(:mod:`dpstream.contributions`); the plan then carries ``unit`` (what is protected).
 """
 from __future__ import annotations
 
@@ -199,8 +203,8 @@ class PrivacyPlan:
         L_T = cfg.counter_levels
         m_c, m_s = a_multiplicities(cfg)
         d = cfg.dim
-        # the unit's bound: a bounded unit is at most g points of the run (:func:`unit_note` says why
-        # scaling every sensitivity of the one-record plan by g covers it); 1 for one record
+        # the unit's bound: a bounded unit is at most g points of the run (:mod:`dpstream.contributions`
+        # says why scaling every sensitivity of the one-record plan by g covers it); 1 for one record
         g = cfg.unit_bound
         if math.isinf(cfg.epsilon):
             return cls._non_private(cfg, n_inst, m_c, m_s, seed_hash)
