@@ -453,6 +453,7 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
             job.files, job.n_slots, job.notes = plan_files(job.input, job.fmt, job.csv_header)
         except ValueError as e:
             raise OptionError(str(e)) from None
+        unit_options.check_files(job.unit, job.files, OptionError)
     return job, rest
 
 

@@ -39,5 +39,15 @@ def unit_of(ns, clock: str, fmt: Optional[str], source: str, error) -> Optional[
             "max_contributions_per_tick": ns.max_contributions_per_tick, "contribution": ns.contribution}
 
 
+def check_files(unit: Optional[dict], files, error) -> None:
+    """Every input file of a job with a privacy unit must hold JSON records (the id is a JSON key)."""
+    if unit is None or not files:
+        return
+    other = sorted({f.fmt for f in files} - {"json"})
+    if other:
+        raise error(f"--privacy_id_field reads the id from JSON records; the input has {', '.join(other)} files "
+                    f"(their records carry no id)")
+
+
 def engine_kwargs(unit: Optional[dict]) -> dict:
     return {} if unit is None else dict(unit)

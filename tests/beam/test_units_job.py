@@ -126,10 +126,14 @@ def test_the_keyed_rule_is_the_tick_by_tick_rule(seed):
     (["--max_contributions=3"], "need --privacy_id_field"),
     (["--privacy_id_field=user"], "needs --max_contributions"),
     (["--privacy_id_field=user", "--max_contributions=3", "--format=csv"], "reads the id from JSON records"),
+    (["--privacy_id_field=user", "--max_contributions=3", "CSV"], "the input has csv files"),
 ])
 def test_unit_option_errors(tmp_path, seed_file, extra, message):
     (tmp_path / "in.jsonl").write_text('{"x": [0, 0]}\n')
-    argv = [f"--input={tmp_path}/in.jsonl", f"--output={tmp_path}/o", "--dim=2", "--radius=1",
+    (tmp_path / "in.csv").write_text('0,0\n')
+    name = "in.csv" if "CSV" in extra else "in.jsonl"
+    extra = [e for e in extra if e != "CSV"]
+    argv = [f"--input={tmp_path}/{name}", f"--output={tmp_path}/o", "--dim=2", "--radius=1",
             "--horizon_ticks=2", f"--seed_file={seed_file}", *[e for e in extra]]
     with pytest.raises(job_mod.OptionError, match=message):
         job_mod.parse_args(argv)
