@@ -16,6 +16,7 @@ from typing import Optional
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 
+from .contributions import ContributionBounder
 from .engine import Engine
 from .runs import RunSequence
 from .noise import seed_bytes
@@ -104,6 +105,13 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         Public center of the data ball (default: the origin).
     verbose : int, default 0
         ``fit`` prints a progress line every 10% of the ticks when > 0.
+    max_contributions, max_contributions_per_tick, contribution, privacy_unit : (advanced)
+        User-level privacy (:mod:`dpstream.contributions`, docs/user-level-privacy.md): with
+        ``max_contributions`` = L every row needs a privacy id (``privacy_ids`` of ``fit`` and
+        ``partial_fit``), each id keeps at most L records per run (at most
+        ``max_contributions_per_tick`` per tick), or with ``contribution="tick_mean"`` one mean point
+        per tick for at most L ticks, and the plan protects one id (``privacy_unit`` names it in the
+        ledger) instead of one record. None (default): one record is the unit.
     **advanced
         Any other field of :class:`dpstream.params.EngineConfig` (grid levels,
         buckets, block size, tree depth, privacy split, ...).
@@ -119,6 +127,8 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         operator data: an assignment of the raw rows)
     n_clipped_ : points clipped onto the ball — operator telemetry, an exact
         count: never publish it with the releases.
+    n_dropped_ : records dropped by contribution bounding (tick means: records merged into
+        a mean or dropped) — operator telemetry, like ``n_clipped_``.
 
     Warnings
     --------
@@ -232,24 +242,41 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         self._engine = RunSequence(cfg, seed_bytes(self.random_state))
         self.n_features_in_ = dim
         self.privacy_plan_ = self._engine.plan
+        self._bounder = ContributionBounder(cfg) if cfg.max_contributions is not None else None
         self._n_seen = 0  # operator telemetry, for the clipping warning only
         self._clip_warned = False
 
     # -- fitting --------------------------------------------------------------
-    def partial_fit(self, X, y=None) -> "DPStreamClusterer":
-        """Consume one tick of points (0 rows is an empty tick: every mechanism still advances)."""
+    def _check_ids(self, privacy_ids) -> None:
+        if self.advanced.get("max_contributions") is None:
+            if privacy_ids is not None:
+                raise ValueError("privacy_ids need a contribution bound: set max_contributions (L, the most "
+                                 "records one id may contribute per run); see docs/user-level-privacy.md")
+        elif privacy_ids is None:
+            raise ValueError("max_contributions is set: pass privacy_ids (one id per row)")
+
+    def _bounded(self, X, privacy_ids) -> np.ndarray:
+        return X if getattr(self, "_bounder", None) is None else self._bounder.bound(X, privacy_ids)
+
+    def partial_fit(self, X, y=None, privacy_ids=None) -> "DPStreamClusterer":
+        """Consume one tick of points (0 rows is an empty tick: every mechanism still advances).
+
+        ``privacy_ids``: one privacy id per row (any hashable), required exactly when
+        ``max_contributions`` is set."""
         X = self._check_X(X)
+        self._check_ids(privacy_ids)
         if self._engine is None:
             self._start(X.shape[1], DEFAULT_PARTIAL_FIT_HORIZON if self.horizon_ticks is None
                         else self.horizon_ticks)
-        self._take(self._engine.step(X))
+        self._take(self._engine.step(self._bounded(X, privacy_ids)))
         self._n_seen = getattr(self, "_n_seen", 0) + X.shape[0]  # getattr: an estimator pickled by an older version
         if not getattr(self, "_clip_warned", False):
             self._check_clipping()
         return self
 
-    def fit(self, X, y=None) -> "DPStreamClusterer":
-        """Restart and stream X in ticks of ``tick_size`` rows (a position clock)."""
+    def fit(self, X, y=None, privacy_ids=None) -> "DPStreamClusterer":
+        """Restart and stream X in ticks of ``tick_size`` rows (a position clock); ``privacy_ids`` as
+        in :meth:`partial_fit` (bounding drops rows inside their ticks: no row changes tick)."""
         if self.neighbouring != "replace_one":
             raise ValueError("fit() makes ticks by counting rows (a position clock), which is differentially "
                              "private only under neighbouring='replace_one'; use partial_fit with one call per "
@@ -257,6 +284,11 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         for attr in ("n_features_in_", "release_", "cluster_centers_", "labels_"):
             self.__dict__.pop(attr, None)
         X = self._check_X(X, allow_empty=False)
+        self._check_ids(privacy_ids)
+        if privacy_ids is not None:
+            privacy_ids = privacy_ids if isinstance(privacy_ids, (list, np.ndarray)) else list(privacy_ids)
+            if len(privacy_ids) != X.shape[0]:
+                raise ValueError(f"privacy_ids has {len(privacy_ids)} entries for {X.shape[0]} rows (one id per row)")
         n_ticks = math.ceil(X.shape[0] / self.tick_size)
         horizon = n_ticks if self.horizon_ticks is None else self.horizon_ticks
         runs = self.advanced.get("runs", 1)
@@ -267,7 +299,8 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         every = max(1, n_ticks // 10)
         t0 = time.perf_counter()
         for i, s in enumerate(range(0, X.shape[0], self.tick_size)):
-            self._take(self._engine.step(X[s:s + self.tick_size]))
+            ids = None if privacy_ids is None else privacy_ids[s:s + self.tick_size]
+            self._take(self._engine.step(self._bounded(X[s:s + self.tick_size], ids)))
             if self.verbose and ((i + 1) % every == 0 or i + 1 == n_ticks):
                 rel = self.release_
                 print(progress_line(rel, n_ticks, min(X.shape[0], s + self.tick_size), t0), flush=True)
@@ -289,6 +322,10 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         self.window_centers_ = rel.window_centers
         self.n_ticks_ = rel.global_tick
         self.n_clipped_ = self._engine.n_clipped
+        bounder = getattr(self, "_bounder", None)
+        if bounder is not None:
+            self.n_clipped_ += bounder.n_clipped
+            self.n_dropped_ = bounder.n_dropped
 
     def predict(self, X) -> np.ndarray:
         if not hasattr(self, "cluster_centers_"):

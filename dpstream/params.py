@@ -19,6 +19,8 @@ OBJECTIVES = ("kmeans", "kmedian")
 SEMICORESETS = ("tree", "lloyd", "snap")
 EPOCH_SCHEDULES = ("horizon", "doubling", "every")
 RING_CENTERS = ("bicriteria", "bicriteria+released")
+CONTRIBUTIONS = ("records", "tick_mean")
+UNIT_FIELDS = ("max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit")
 
 
 def _check(cond: bool, msg: str) -> None:
@@ -69,6 +71,12 @@ class EngineConfig:
     Black box A: semicoreset ("tree" | "lloyd" | "snap"), tree_depth (None = rule),
     tree_keep_factor, tree_branch_factor, lloyd_iters, count_share (the part
     of A's budget spent on counts; None = rule), weight_beta (phantom-mass threshold).
+
+Unit of privacy (:mod:`dpstream.contributions`): max_contributions (L; None = one record is the
+    unit), max_contributions_per_tick (ℓ ≤ L, default L), contribution ("records": a unit's first ℓ
+    records of a tick and first L of a run; "tick_mean": one mean per tick for its first L ticks),
+    privacy_unit (the id field's name, for the ledger). With L set every sensitivity of the plan is
+    L times the one-record one and the plan protects one unit.
 
     Budget: privacy_split = (bicriteria, sparse vector, A, stream count) weights
     (three weights: no stream counter). ``bicriteria=None`` is the public rule: off,
@@ -123,6 +131,13 @@ class EngineConfig:
     # offline clustering
     n_init: int = 3
     sum_grid_bits: int = 20
+    # the unit of privacy (dpstream.contributions): None = one record; an integer L = one privacy unit
+    # (a person, a device) with at most L records per run kept, at most max_contributions_per_tick of
+    # them per tick (None: L), or with contribution="tick_mean" one mean point per tick (at most L ticks)
+    max_contributions: Optional[int] = None
+    max_contributions_per_tick: Optional[int] = None
+    contribution: str = "records"
+    privacy_unit: str = "privacy_id"
 
     def __post_init__(self):
         _check(_is_whole(self.n_clusters) and self.n_clusters >= 1,
@@ -155,6 +170,7 @@ class EngineConfig:
             c = np.asarray(self.center, dtype=float)
             _check(c.shape == (self.dim,) and np.all(np.isfinite(c)),
                    f"center must be {self.dim} finite numbers (a public point), got shape {c.shape}")
+        self._check_unit()
         from . import rules
         auto = set()
         if self.bicriteria is None:
@@ -232,6 +248,38 @@ class EngineConfig:
                      "n_rings", "tree_depth", "lloyd_iters", "n_init") + (("block_size",) if self.block_size is not None else ()):
             object.__setattr__(self, name, int(getattr(self, name)))
 
+    def _check_unit(self) -> None:
+        L, per_tick = self.max_contributions, self.max_contributions_per_tick
+        _check(self.contribution in CONTRIBUTIONS,
+               f"contribution must be one of {CONTRIBUTIONS}, got {self.contribution!r}")
+        _check(isinstance(self.privacy_unit, str) and 0 < len(self.privacy_unit) <= 200,
+               f"privacy_unit must be a non-empty name (of the id field), got {self.privacy_unit!r}")
+        if L is None:
+            _check(per_tick is None and self.contribution == "records",
+                   "max_contributions_per_tick and contribution need max_contributions (the unit's bound L)")
+            return
+        _check(_is_whole(L) and 1 <= L <= 10**6, f"max_contributions must be an integer in [1, 10^6], got {L!r}")
+        object.__setattr__(self, "max_contributions", int(L))
+        if per_tick is not None:
+            _check(_is_whole(per_tick) and 1 <= per_tick <= L,
+                   f"max_contributions_per_tick must be an integer in [1, max_contributions = {L}], got {per_tick!r}")
+            _check(self.contribution == "records", "max_contributions_per_tick bounds kept records; with "
+                                                   "contribution='tick_mean' a unit has one point per tick")
+            object.__setattr__(self, "max_contributions_per_tick", int(per_tick))
+
+    @property
+    def unit_bound(self) -> int:
+        """How many points one privacy unit can place in one run after bounding: the factor every
+        sensitivity of the plan is scaled by (1: one record is the unit)."""
+        return 1 if self.max_contributions is None else int(self.max_contributions)
+
+    @property
+    def per_tick_bound(self) -> int:
+        """Points one unit can place in one tick (ℓ): 1 for tick means, L when not given."""
+        if self.max_contributions is None or self.contribution == "tick_mean":
+            return 1
+        return int(self.max_contributions_per_tick or self.max_contributions)
+
     # -- derived public quantities -----------------------------------------
     @property
     def buckets(self) -> int:
@@ -296,4 +344,7 @@ class EngineConfig:
     def to_dict(self) -> dict:
         d = asdict(self)
         d["privacy_split"] = list(self.privacy_split)
+        if self.max_contributions is None:  # record level: the same dict (and config hash) as before units
+            for name in UNIT_FIELDS:
+                d.pop(name)
         return d

@@ -24,13 +24,17 @@ sparse vector is a pure-ε part, and everything is composed in one privacy-loss
 distribution (P12); the reported ε is min(PLD ε, basic sum).
 With δ = 0 everything is pure ε with discrete Laplace noise and the total is
 the basic sum.
+
+With a privacy unit (``EngineConfig.max_contributions`` = L) every sensitivity above is L times the
+one-record one, so every noise scale is L times as large and the totals are those of one unit
+(:mod:`dpstream.contributions`); the plan then carries ``unit`` (what is protected).
 """
 from __future__ import annotations
 
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import dp_accounting
 from dp_accounting.pld import common as pld_common
@@ -178,6 +182,7 @@ class PrivacyPlan:
     count_mechanism: str = "gaussian"
     runs: object = 1  # consecutive runs of T ticks (None: unbounded); each is calibrated as above
     horizon_ticks: int = 0
+    unit: Optional[dict] = None  # the privacy unit and its bounds (None: one record is the unit)
 
     @property
     def total_epsilon(self) -> float:
@@ -199,12 +204,15 @@ class PrivacyPlan:
         L_T = cfg.counter_levels
         m_c, m_s = a_multiplicities(cfg)
         d = cfg.dim
+        # the unit's bound: a bounded unit is at most g points of the run (:mod:`dpstream.contributions`
+        # says why scaling every sensitivity of the one-record plan by g covers it); 1 for one record
+        g = cfg.unit_bound
         if math.isinf(cfg.epsilon):
             return cls._non_private(cfg, n_inst, m_c, m_s, test_seed)
         eps_svt = w_svt * cfg.epsilon
-        svt_scale = 2.0 * rel1 / eps_svt  # monotone SVT, Lyu–Su–Li: Lap(2Δ/ε) threshold and query
+        svt_scale = 2.0 * rel1 * g / eps_svt  # monotone SVT, Lyu–Su–Li: Lap(2Δ/ε) threshold and query
         lines: List[LedgerLine] = []
-        lines.append(LedgerLine("sparse vector (Alg. 5)", "svt", svt_scale, rel1, 1, eps_svt,
+        lines.append(LedgerLine("sparse vector (Alg. 5)", "svt", svt_scale, rel1 * g, 1, eps_svt,
                                 "one instance per record; threshold and query noise Lap(2Δ/ε_svt)"))
         # sum sensitivity per record: ℓ2 (normalised ball) 1 add/remove, 2 replace (same part)
         s2 = 2.0 if cfg.replace else 1.0
@@ -220,7 +228,7 @@ class PrivacyPlan:
                 inv_a = inv2 * w_a / g_share
                 count_scale = 0.0
                 if w_cnt > 0:
-                    sens_n = math.sqrt(L_T)
+                    sens_n = math.sqrt(L_T) * g
                     count_scale = sens_n * math.sqrt(g_share / (inv2 * w_cnt))
                     out.append(LedgerLine("stream counter (count estimate)", "gaussian", count_scale, sens_n, 1,
                                           gaussian_epsilon(count_scale / sens_n, cfg.delta / 4),
@@ -229,7 +237,7 @@ class PrivacyPlan:
                 if n_inst:
                     z_inst = math.sqrt(n_inst / inv_bic)
                     for lv in levels:
-                        sens = math.sqrt(L_T * (1 + cfg.id_bits(lv)) * rel1)
+                        sens = math.sqrt(L_T * (1 + cfg.id_bits(lv)) * rel1) * g
                         bic_scale[lv] = z_inst * sens
                         out.append(LedgerLine(
                             f"bicriteria counters, level {lv}", "gaussian", bic_scale[lv], sens,
@@ -239,14 +247,14 @@ class PrivacyPlan:
                             f"one (tree, rep) instance per record"))
                 z_a = math.sqrt(1.0 / inv_a)
                 phi = cfg.count_share if m_s > 0 else 1.0
-                sens_c = math.sqrt(m_c * rel1)
+                sens_c = math.sqrt(m_c * rel1) * g
                 a_count_scale = z_a * sens_c / math.sqrt(phi)
                 out.append(LedgerLine("semicoreset A counts", "gaussian", a_count_scale, sens_c, 1,
                                       gaussian_epsilon(a_count_scale / sens_c, cfg.delta / 4),
                                       f"{m_c} noisy counts per record"))
                 a_sum_scale = 0.0
                 if m_s > 0:
-                    sens_s = s2 * math.sqrt(m_s)
+                    sens_s = s2 * math.sqrt(m_s) * g
                     a_sum_scale = z_a * sens_s / math.sqrt(1 - phi)
                     out.append(LedgerLine("semicoreset A sums", "gaussian", a_sum_scale, sens_s, 1,
                                           gaussian_epsilon(a_sum_scale / sens_s, cfg.delta / 4),
@@ -276,7 +284,7 @@ class PrivacyPlan:
             if n_inst:
                 eps_inst = eps_bic / n_inst
                 for lv in levels:
-                    sens = L_T * (1 + cfg.id_bits(lv)) * rel1
+                    sens = L_T * (1 + cfg.id_bits(lv)) * rel1 * g
                     bic_scale[lv] = sens / eps_inst
                     lines.append(LedgerLine(f"bicriteria counters, level {lv}", "discrete_laplace", bic_scale[lv],
                                             sens, cfg.n_trees * cfg.n_reps, eps_inst * cfg.n_trees * cfg.n_reps,
@@ -284,17 +292,17 @@ class PrivacyPlan:
             count_scale = 0.0
             if w_cnt > 0:
                 eps_cnt = w_cnt * cfg.epsilon
-                count_scale = L_T / eps_cnt
-                lines.append(LedgerLine("stream counter (count estimate)", "discrete_laplace", count_scale, L_T, 1,
+                count_scale = L_T * g / eps_cnt
+                lines.append(LedgerLine("stream counter (count estimate)", "discrete_laplace", count_scale, L_T * g, 1,
                                         eps_cnt, f"binary mechanism over the points per tick, L_T={L_T}"))
             eps_a = w_a * cfg.epsilon
             phi = cfg.count_share if m_s > 0 else 1.0
-            sens_c = m_c * rel1
+            sens_c = m_c * rel1 * g
             a_count_scale = sens_c / (phi * eps_a)
             lines.append(LedgerLine("semicoreset A counts", "discrete_laplace", a_count_scale, sens_c, 1,
                                     phi * eps_a, f"{m_c} noisy counts per record"))
             if m_s > 0:
-                sens_s = s2 * math.sqrt(d) * m_s
+                sens_s = s2 * math.sqrt(d) * m_s * g
                 a_sum_scale = sens_s / ((1 - phi) * eps_a)
                 lines.append(LedgerLine("semicoreset A sums", "discrete_laplace", a_sum_scale, sens_s, 1,
                                         (1 - phi) * eps_a, f"{m_s} noisy sums per record, ℓ1 √d per sum"))
@@ -309,12 +317,15 @@ class PrivacyPlan:
             "sparse_vector_instances": 1,
             "semicoreset_calls_at_most": 1,
         }
+        if cfg.max_contributions is not None:
+            participation.update(_unit_participation(cfg))
         return cls(epsilon=cfg.epsilon, delta=cfg.delta, neighbouring=cfg.neighbouring, mode=mode, lines=lines,
                    bic_scale=bic_scale, bic_mechanism=bic_mech, svt_scale=svt_scale,
                    a_count_scale=a_count_scale, a_sum_scale=a_sum_scale, a_mechanism=a_mech,
                    a_count_mult=m_c, a_sum_mult=m_s, pld_epsilon=pld_eps, basic_epsilon=basic,
                    test_seed=bool(test_seed), participation=participation, count_scale=count_scale,
-                   count_mechanism=bic_mech, runs=cfg.runs, horizon_ticks=cfg.horizon_ticks)
+                   count_mechanism=bic_mech, runs=cfg.runs, horizon_ticks=cfg.horizon_ticks,
+                   unit=_unit(cfg))
 
     @classmethod
     def _non_private(cls, cfg, n_inst, m_c, m_s, test_seed):
@@ -327,12 +338,13 @@ class PrivacyPlan:
                    a_sum_mult=m_s, pld_epsilon=math.inf, basic_epsilon=math.inf, test_seed=bool(test_seed),
                    participation={"stream_counter_instances": int(cfg.count_counter),
                                   "bicriteria_counter_instances": n_inst, "sparse_vector_instances": 1,
-                                  "semicoreset_calls_at_most": 1}, count_mechanism="gaussian", runs=cfg.runs,
-                   horizon_ticks=cfg.horizon_ticks)
+                                  "semicoreset_calls_at_most": 1, **(_unit_participation(cfg) if cfg.max_contributions
+                                                                     is not None else {})},
+                   count_mechanism="gaussian", runs=cfg.runs, horizon_ticks=cfg.horizon_ticks, unit=_unit(cfg))
 
     # -- presentation -------------------------------------------------------
     def to_dict(self) -> dict:
-        return {
+        d = {
             "epsilon": self.epsilon, "delta": self.delta, "neighbouring": self.neighbouring, "mode": self.mode,
             "total_epsilon": self.total_epsilon, "pld_epsilon": self.pld_epsilon,
             "basic_epsilon": self.basic_epsilon, "accountant_relation": ACCOUNTANT_RELATION.name,
@@ -344,6 +356,10 @@ class PrivacyPlan:
                            sensitivity=ln.sensitivity, count=ln.count, epsilon=ln.epsilon, note=ln.note)
                       for ln in self.lines],
         }
+        if self.unit is not None:  # record level: the same dict (and release bytes) as before units
+            d["unit"] = dict(self.unit)
+            d["across_runs"] = UNIT_RUNS_NOTE
+        return d
 
     def table(self) -> str:
         return plan_table(self.to_dict())
@@ -402,6 +418,34 @@ RUNS_NOTE = ("every run of T ticks has fresh mechanisms, noise keys and the whol
              "compose), and m records in one run give (m·ε, m·e^((m−1)ε)·δ) (group privacy)")
 
 
+UNIT_RUNS_NOTE = ("every run of T ticks has fresh mechanisms, noise keys, the whole budget and fresh contribution "
+                  "bounds; a unit's records may lie in many runs, so parallel composition over runs holds for "
+                  "records but not for units: a unit with records in m runs is protected by the m-fold "
+                  "composition of one run's guarantee (for example m·ε for pure ε)")
+
+
+def _unit(cfg: EngineConfig) -> Optional[dict]:
+    if cfg.max_contributions is None:
+        return None
+    return {"field": cfg.privacy_unit, "contribution": cfg.contribution,
+            "max_contributions": cfg.max_contributions, "max_contributions_per_tick": cfg.per_tick_bound,
+            "statement": unit_statement(cfg.privacy_unit, cfg.contribution, cfg.max_contributions,
+                                        cfg.per_tick_bound)}
+
+
+def _unit_participation(cfg: EngineConfig) -> dict:
+    return {"unit_points_per_run_at_most": cfg.unit_bound, "unit_points_per_tick_at_most": cfg.per_tick_bound}
+
+
+def unit_statement(field_name: str, contribution: str, L: int, per_tick: int) -> str:
+    """The unit of privacy in one line, as plans, ledgers and releases say it."""
+    if contribution == "tick_mean":
+        return (f"unit of privacy: one {field_name}, one mean point per tick, at most {L} ticks per run "
+                f"(all of its records in a tick are averaged; later ticks are dropped)")
+    tick = f", at most {per_tick} per tick" if per_tick < L else ""
+    return f"unit of privacy: one {field_name}, at most {L} records per run{tick} (the rest are dropped)"
+
+
 def plan_table(d: dict) -> str:
     """The ledger as a Markdown table, from :meth:`PrivacyPlan.to_dict` (what every release carries).
 
@@ -411,7 +455,9 @@ def plan_table(d: dict) -> str:
     Gaussian, whose ε at δ is added to the pure parts). The "share" column is each Gaussian line's
     part of that merged Gaussian's 1/z² = Σ instances·(sensitivity/σ)²: those shares do add up."""
     rel = d["neighbouring"]
-    head = (f"Privacy plan: ({d['epsilon']:g}, {d['delta']:g})-DP for one record under {rel} neighbours "
+    unit = d.get("unit")
+    who = "one record" if unit is None else f"one {unit['field']}"
+    head = (f"Privacy plan: ({d['epsilon']:g}, {d['delta']:g})-DP for {who} under {rel} neighbours "
             f"(the sensitivities below are for this relation); seed: {d.get('seed', '-')}\n"
             + (f"Relations: {d['relations']}\n" if d.get("relations") else "") +
             f"Total spent: ε = {d['total_epsilon']:.4f} at δ = {d['delta']:g}, the smaller of the PLD composition "
@@ -420,12 +466,18 @@ def plan_table(d: dict) -> str:
         runs = "an unbounded number of" if d.get("runs") is None else f"up to {d['runs']}"
         head += (f"Runs: {runs} runs of T = {d.get('horizon_ticks')} ticks; this ledger is one run's, and the "
                  f"guarantee holds for the whole sequence: {d.get('across_runs', RUNS_NOTE)}\n")
+    if unit is not None:
+        head += (f"{unit['statement'][0].upper()}{unit['statement'][1:]}; the sensitivities and instance counts "
+                 f"below are for that unit (every one-record sensitivity × {unit['max_contributions']})\n")
+        if d.get("runs", 1) == 1:
+            head += f"Runs: {d.get('across_runs', UNIT_RUNS_NOTE)}\n"
     head += "\n"
     gauss = [ln for ln in d["lines"] if ln["mechanism"] == "gaussian" and ln["noise"] > 0]
     inv = {id(ln): ln["count"] * (ln["sensitivity"] / ln["noise"]) ** 2 for ln in gauss}
     total_inv = sum(inv.values())
-    rows = [f"| component | mechanism | noise (σ or scale b) | sensitivity per record ({rel}) | instances per "
-            f"record | share of the merged Gaussian (1/z²) | ε if this line ran alone |",
+    per = "record" if unit is None else "unit"
+    rows = [f"| component | mechanism | noise (σ or scale b) | sensitivity per {per} ({rel}) | instances per "
+            f"{'record' if unit is None else 'point'} | share of the merged Gaussian (1/z²) | ε if this line ran alone |",
             "|---|---|---|---|---|---|---|"]
     for ln in d["lines"]:
         if id(ln) in inv and total_inv > 0:

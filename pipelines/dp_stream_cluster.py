@@ -39,6 +39,8 @@ import time
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
+from pipelines import unit_options
+
 LOCAL_DEDUP_BUCKETS = 16  # DedupByMessageId's keys on a local runner (one key per message id elsewhere)
 LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner", "FnApiRunner", "PrismRunner")
 KNOWN_RUNNERS = LOCAL_RUNNERS + ("DataflowRunner", "FlinkRunner", "SparkRunner", "PortableRunner",
@@ -147,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="how ShardTicks closes ticks: batch (one timer firing at the horizon's last tick: fastest "
                         "on bounded input), looping (one guarded timer per tick, what a stream uses) or auto "
                         "(looping for Pub/Sub, batch otherwise) (default auto)")
+    unit_options.add_options(ap)
     g = ap.add_argument_group("report")
     g.add_argument("--report", action="store_true",
                    help="after a batch run with --output, write centers.json and privacy_plan.md, and the "
@@ -213,6 +216,7 @@ class Job:
     ts_unit: str = "s"
     max_dead_letter_fraction: float = 0.5  # pipelines.exit_codes
     plan_only: bool = False
+    unit: Optional[dict] = None  # the privacy unit and its bounds (pipelines.unit_options); None: one record
 
     @property
     def local(self) -> bool:
@@ -438,7 +442,8 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
               clock=clock, tick_size=tick_size, tick_seconds=tick_seconds, t_start=t_start,
               horizon_ticks=horizon, allowed_lateness_seconds=lateness, streaming=streaming, runner=runner,
               report=ns.report, t_start_given=ns.t_start is not None, runs=n_runs,
-              window_runs=int(ns.window_runs), bucket_shards=int(ns.bucket_shards))
+              window_runs=int(ns.window_runs), bucket_shards=int(ns.bucket_shards),
+              unit=unit_options.unit_of(ns, clock, ns.format, source, OptionError))
     cfg = engine_config(job)  # validates k, ε, δ, radius … with the engine's own messages
     if job.runs != 1 and cfg.bicriteria:
         raise OptionError("--runs > 1 needs the default ring centers: the bicriteria stages (--semicoreset snap) "
@@ -469,6 +474,7 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
             resolve(job)
         except ValueError as e:
             raise OptionError(str(e)) from None
+        unit_options.check_files(job.unit, job.files, OptionError)
     return job, rest
 
 
@@ -532,7 +538,7 @@ def engine_config(job: Job):
                             window_runs=job.window_runs,
                             neighbouring="replace_one" if job.clock == "position" else "add_remove",
                             objective=job.objective, semicoreset=job.semicoreset, center=job.center,
-                            bucket_shards=job.bucket_shards)
+                            bucket_shards=job.bucket_shards, **unit_options.engine_kwargs(job.unit))
     except ValueError as e:
         raise OptionError(str(e)) from None
 
@@ -557,6 +563,7 @@ def build(p, job: Job, seed_path: str, source=None):
     from transforms.tick_timer import TickSchedule
     from transforms.dedup import DedupByMessageId
     from pipelines import local_runner
+    from transforms.units import BoundContributions, ParsePointsWithId
 
     local_runner.install(p.runner)  # local runners, measured Beam versions only (pipelines/local_runner)
 
@@ -571,6 +578,10 @@ def build(p, job: Job, seed_path: str, source=None):
         for fmt, specs in sorted(by_fmt.items()):
             sfx = "" if len(by_fmt) == 1 else "_" + fmt
             records = p | ("ReadFiles" + sfx) >> ReadFileRecords(files=specs)
+            if job.unit is not None:  # (id, point) pairs, bounded per (run, unit) below
+                outs.append(records | ("ParsePoints" + sfx) >> ParsePointsWithId(job.dim, fmt,
+                                                                                 job.unit["privacy_unit"]))
+                continue
             outs.append(records | ("ParsePoints" + sfx) >> ParsePoints(job.dim, fmt, batch_arrays=True,
                                                                        text_options=text_options(job, fmt)))
         if len(outs) == 1:
@@ -578,6 +589,8 @@ def build(p, job: Job, seed_path: str, source=None):
         else:
             points = tuple(o.points for o in outs) | "AllPoints" >> beam.Flatten()
             dead_letter = tuple(o.dead_letter for o in outs) | "AllDeadLetters" >> beam.Flatten()
+        if job.unit is not None:
+            points = points | "BoundContributions" >> BoundContributions(cfg, job.tick_size)
     else:
         if source is not None:
             records = source

@@ -115,9 +115,7 @@ def test_no_import_cycle_among_the_repository_modules():
     assert not found, "import cycles:\n" + "\n".join(found)
 
 
-# a private helper of the parser the dedup stage still borrows: transforms/parse.py is being split into
-# record types, format and parser modules, which will make it public there
-KNOWN_PRIVATE = {("transforms.dedup", "transforms.parse", "_as_seconds")}
+KNOWN_PRIVATE: set = set()  # (importer, module, name) exceptions: none
 
 
 def test_no_private_name_crosses_a_module_boundary():

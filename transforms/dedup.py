@@ -24,7 +24,7 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.utils.timestamp import Duration, Timestamp
 
 from dpstream.clock import MICROS
-from transforms.parse import _as_seconds
+from transforms.parse import as_seconds
 from transforms.ticks import stage_counter
 
 
@@ -132,7 +132,7 @@ class _DedupFnBase(beam.DoFn):
         redelivery whose id was forgotten; its tick has closed anyway (redelivery_window). Counted."""
         if self.max_age_seconds is None:
             return False
-        published = _as_seconds(getattr(rec, "ts", None))[0]
+        published = as_seconds(getattr(rec, "ts", None))[0]
         if published is not None and now >= published + self.max_age_seconds:
             self._c_stale.inc()
             return True

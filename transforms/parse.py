@@ -199,7 +199,7 @@ def _clip_text(s: str, total: Optional[str] = None) -> str:
     return b[:keep].decode("utf-8", "surrogatepass") + marker
 
 
-def _show(raw: Any) -> str:
+def show_raw(raw: Any) -> str:
     """The raw record as a string for the dead letter (never raises)."""
     try:
         if isinstance(raw, str):
@@ -215,7 +215,7 @@ def _show(raw: Any) -> str:
         return f"<unrepresentable {type(raw).__name__}: {type(e).__name__}>"
 
 
-def _as_seconds(ts: Any) -> Tuple[Optional[float], Optional[str]]:
+def as_seconds(ts: Any) -> Tuple[Optional[float], Optional[str]]:
     """(seconds, None) or (None, why) for a carrier timestamp."""
     if ts is None:
         return None, None
@@ -276,7 +276,7 @@ def _json_ts(ts: Any, unit: str = "s") -> Tuple[Optional[float], Optional[str]]:
 
 # --------------------------------------------------------------------------- parsing
 
-def _dead(raw_text: str, reason: str, detail: str, slot, ts, mid) -> dict:
+def dead_letter_of(raw_text: str, reason: str, detail: str, slot, ts, mid) -> dict:
     return {"raw": raw_text, "reason": reason, "detail": detail[:500], "slot": slot,
             "ts": ts, "message_id": mid}
 
@@ -352,10 +352,10 @@ def _parse_array(arr: np.ndarray, dim: int, slot, ts, mid, out_points, out_dead,
     """Split an array into items; rows get slots slot + row."""
     def dead_all(reason, detail, rows=None):
         if rows is None:
-            out_dead.append(_dead(_show(arr), reason, detail, slot, ts, mid))
+            out_dead.append(dead_letter_of(show_raw(arr), reason, detail, slot, ts, mid))
             return
         for i in range(rows.shape[0]):
-            out_dead.append(_dead(_show(rows[i]), reason, detail,
+            out_dead.append(dead_letter_of(show_raw(rows[i]), reason, detail,
                                   None if slot is None else slot + i, ts, mid))
 
     if arr.ndim not in (1, 2):
@@ -381,7 +381,7 @@ def _parse_array(arr: np.ndarray, dim: int, slot, ts, mid, out_points, out_dead,
         for i in np.flatnonzero(~ok):
             s_ = None if slot is None else slot + int(i)
             j = int(np.argmax(~np.isfinite(f[i])))
-            out_dead.append(_dead(_show(rows[i]), "nan_or_inf", f"coordinate {j} is {float(f[i, j])!r}", s_, ts, mid))
+            out_dead.append(dead_letter_of(show_raw(rows[i]), "nan_or_inf", f"coordinate {j} is {float(f[i, j])!r}", s_, ts, mid))
         return
     for i in range(m):
         s = None if slot is None else slot + i
@@ -389,10 +389,10 @@ def _parse_array(arr: np.ndarray, dim: int, slot, ts, mid, out_points, out_dead,
             out_points.append(ParsedPoint(f[i], s, ts, mid, ts))
         else:
             j = int(np.argmax(~np.isfinite(f[i])))
-            out_dead.append(_dead(_show(rows[i]), "nan_or_inf", f"coordinate {j} is {float(f[i, j])!r}", s, ts, mid))
+            out_dead.append(dead_letter_of(show_raw(rows[i]), "nan_or_inf", f"coordinate {j} is {float(f[i, j])!r}", s, ts, mid))
 
 
-def _as_record(element: Any) -> Record:
+def as_record(element: Any) -> Record:
     if isinstance(element, Record):
         return element
     if isinstance(element, (str, bytes, bytearray, memoryview, np.ndarray)):
@@ -420,7 +420,7 @@ def parse_record(element: Any, dim: int, fmt: str = "auto", batch_arrays: bool =
                              text_options or DEFAULT_TEXT)
     except Exception as e:
         try:
-            n = count_items(_as_record(element).raw)
+            n = count_items(as_record(element).raw)
         except Exception:
             n = 1
         try:
@@ -428,13 +428,13 @@ def parse_record(element: Any, dim: int, fmt: str = "auto", batch_arrays: bool =
         except Exception:
             slot = None
         detail = f"{type(e).__name__} while parsing"
-        return [], [_dead(_safe_show(element), "internal_error", detail, None if slot is None else slot + i,
+        return [], [dead_letter_of(_safe_show(element), "internal_error", detail, None if slot is None else slot + i,
                           None, None) for i in range(n)]
 
 
 def _safe_show(element: Any) -> str:
     try:
-        return _show(element.raw if isinstance(element, Record) else element)
+        return show_raw(element.raw if isinstance(element, Record) else element)
     except Exception:
         return f"<unprintable {type(element).__name__}>"
 
@@ -443,22 +443,22 @@ def _parse_record(element: Any, dim: int, fmt: str, batch_arrays: bool,
                   max_clock_skew_seconds: Optional[float] = None,
                   opt: "TextOptions" = None) -> Tuple[List[Any], List[dict]]:
     opt = opt or DEFAULT_TEXT
-    rec = _as_record(element)
+    rec = as_record(element)
     raw = rec.raw
     points: List[ParsedPoint] = []
     dead: List[dict] = []
     mid = _message_id(rec.message_id)
     slot, slot_err = _check_slot(rec.slot)
-    ts, ts_err = _as_seconds(rec.ts)
+    ts, ts_err = as_seconds(rec.ts)
     publish_time = ts  # the carrier's time: the event time below may become the payload's own ts
     n_items = count_items(raw)
 
     def one(reason, detail, ts_=ts):
         if n_items == 1:
-            dead.append(_dead(_show(raw), reason, detail, slot, ts_, mid))
+            dead.append(dead_letter_of(show_raw(raw), reason, detail, slot, ts_, mid))
         else:  # a 2-D batch: one dead letter per row, each with its own slot
             for i in range(n_items):
-                dead.append(_dead(_show(raw[i]), reason, detail, None if slot is None else slot + i, ts_, mid))
+                dead.append(dead_letter_of(show_raw(raw[i]), reason, detail, None if slot is None else slot + i, ts_, mid))
         return points, dead
 
     if isinstance(raw, Lines) and len(raw) and not slot_err and not ts_err \
@@ -536,7 +536,7 @@ def _parse_lines(lines: "Lines", dim: int, fmt: str, slot, rec: Record, opt: "Te
         keep = idx[ok]
         if keep.size:
             slots = keep.astype(np.int64) + slot if slot is not None else np.full(keep.size, -1, np.int64)
-            ts = _as_seconds(rec.ts)[0]
+            ts = as_seconds(rec.ts)[0]
             points.append(ParsedBatch(np.ascontiguousarray(vals[ok]), slots, ts, _message_id(rec.message_id), ts))
     loose = []
     for i in np.flatnonzero(~fast):
@@ -547,7 +547,7 @@ def _parse_lines(lines: "Lines", dim: int, fmt: str, slot, rec: Record, opt: "Te
     if batch_arrays and slot is not None and len(loose) > 1:
         # points that share the block's carrier time (JSON lines without a "ts" of their own, CSV lines off the
         # fast path) travel as one ParsedBatch; BatchIntoTicks sorts by slot, so the releases cannot tell
-        carrier, mid = _as_seconds(rec.ts)[0], _message_id(rec.message_id)
+        carrier, mid = as_seconds(rec.ts)[0], _message_id(rec.message_id)
         same = [p for p in loose if isinstance(p, ParsedPoint) and p.ts == carrier and p.publish_time == carrier]
         if len(same) > 1:
             points.append(ParsedBatch(np.stack([p.point for p in same]),
@@ -589,12 +589,12 @@ class ParsePointsFn(beam.DoFn):
 
     def _make_counters(self):
         c = lambda name: Metrics.counter(NAMESPACE, self.label_prefix + name)  # noqa: E731
-        self._read, self._valid, self._dead = c("read"), c("valid"), c("dead_letter")
+        self._read, self._valid, self.dead_letter_of = c("read"), c("valid"), c("dead_letter")
         self._by_reason = {r: c("dead_letter_" + r) for r in REASONS}
 
     def __getstate__(self):
         d = dict(self.__dict__)
-        for k in ("_read", "_valid", "_dead", "_by_reason"):
+        for k in ("_read", "_valid", "dead_letter_of", "_by_reason"):
             d.pop(k, None)
         return d
 
@@ -604,7 +604,7 @@ class ParsePointsFn(beam.DoFn):
 
     def process(self, element):
         try:
-            n = count_items(element.raw if isinstance(element, Record) else _as_record(element).raw)
+            n = count_items(element.raw if isinstance(element, Record) else as_record(element).raw)
         except Exception:
             n = 1
         self._read.inc(n)
@@ -617,14 +617,14 @@ class ParsePointsFn(beam.DoFn):
                 raise AssertionError(f"{n_points} points + {len(dead)} dead letters for {n} items")
         except Exception as e:  # defensive: the pipeline must never crash on a record
             points = []
-            dead = [_dead(_show(element), "internal_error", f"{type(e).__name__}: {e}"[:200],
+            dead = [dead_letter_of(show_raw(element), "internal_error", f"{type(e).__name__}: {e}"[:200],
                           None, None, None) for _ in range(n)]
         if points:
             self._valid.inc(n_points)
         for p in points:
             yield p
         if dead:
-            self._dead.inc(len(dead))
+            self.dead_letter_of.inc(len(dead))
         for d in dead:
             self._by_reason[d["reason"]].inc()
             yield beam.pvalue.TaggedOutput(DEAD_LETTER, d)

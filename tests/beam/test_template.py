@@ -67,6 +67,9 @@ SAMPLES = {
     "t_start": "2026-12-01T10:00:00Z",
     "csv_header": "true",
     "horizon_ticks": "8640",
+    "privacy_id_field": "user_id",
+    "max_contributions": "16",
+    "max_contributions_per_tick": "4",
 }
 
 

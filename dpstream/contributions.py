@@ -1,0 +1,183 @@
+"""Contribution bounding: one privacy unit (a person, a device), not one record, as the unit of privacy.
+
+Records carry a privacy id. Before any mechanism sees a tick, each unit's records are cut to what the
+public bounds allow, by a rule that reads only that unit's own records and public parameters:
+
+* ``contribution="records"``: a unit keeps its first ℓ records of a tick (by position within the
+  tick) and, over the run, its first L records in tick order (L = ``max_contributions``,
+  ℓ = ``max_contributions_per_tick``, default L). The rest are dropped.
+* ``contribution="tick_mean"``: a unit contributes one point per tick, the mean of all its (clipped)
+  records of the tick, for its first L ticks with records in the run. The mean lies in the ball (it
+  is convex), so it is one point like any other. It takes the slot of the unit's first record of the
+  tick.
+
+Ticks are formed before bounding (by the caller's clock: the record's slot or its timestamp), and a
+dropped record is ⊥ in its own slot, so no other record changes tick.
+
+Neighbouring streams (the relation the plan is calibrated for, ``EngineConfig.neighbouring``):
+
+* ``add_remove``: all records of one unit are added or removed (under a position clock, removed
+  records leave ⊥ in their public slots);
+* ``replace_one``: all records of one unit, in their public slots, are replaced by records of a unit
+  that is not otherwise in the stream, or by ⊥.
+
+Why every one-record sensitivity × L is enough (the plan, :mod:`dpstream.privacy`). Bounding depends
+on a unit's own records only, so no other unit's kept points change: the kept streams differ by the
+removal of at most L points R and the addition of at most L points A (A empty under add/remove). Each
+mechanism instance sees a nonnegative vector per point (counts, id bits, and a count per p-sum of the
+binary mechanism) or a sum of points in the unit ball; its input moves by a − r with a, r ≥ 0 the
+parts of A and R that landed in it. Over all instances b of one mechanism family, where the
+one-record plan assumes one instance per record:
+
+* ℓ2² (Gaussian counts and counters): Σ_b ‖a_b − r_b‖² ≤ Σ_b ‖a_b‖² + ‖r_b‖² ≤ (L·Δ₁)² + (L·Δ₁)²,
+  Δ₁ the one-record add/remove ℓ2 sensitivity; the replace-one plan's Δ² = 2Δ₁², so this is (L·Δ)².
+  Under add/remove only one side is there: (L·Δ₁)².
+* ℓ2 of sums (A's sums): Σ_b ‖a_b − r_b‖ ≤ |A| + |R| ≤ 2L (L under add/remove): L times the plan's 2 (1).
+* ℓ1 (discrete Laplace parts): the same sums with ℓ1 norms: L times the one-record ℓ1 sensitivity.
+* The sparse vector (pure ε, Lap(2Δ/ε_svt) on a monotone count): one segment of one ring's instance
+  (up to its firing) whose count moves by c monotonically costs (c/Δ)·ε_svt with Δ the plan's
+  sensitivity. Under add/remove only removals reach it: Σ c ≤ L = Δ, so at most ε_svt. Under
+  replace-one (Δ = 2L) a segment may see both removals and additions, which is not monotone; the
+  stream passes through the version with the unit's slots ⊥ (remove R, then add A), each half
+  costing at most (L/2L)·ε_svt, and pure ε composes along that chain: ε_svt for the pair.
+
+Gaussian parts thus stay within the plan's one merged Gaussian (the instances a unit's points reach
+are chosen adaptively, from earlier releases, but the bound holds for every output sequence, which is
+what fully adaptive composition of Gaussian mechanisms needs: Smith & Thakurta 2022), the pure parts
+within their ε: the plan's total is the unit's. Calibrating for L points in one instance is exactly
+the worst case (a unit whose L records all land in one tick, one leaf, one ring).
+
+Ids are compared by Python equality (so 1, 1.0 and True are one unit): give each unit one id.
+
+State: one int per unit seen in the open run (a dict from id to its count); the map is dropped when
+the run ends. ``state_bytes()`` measures it.
+"""
+from __future__ import annotations
+
+import sys
+from itertools import repeat
+from typing import Tuple
+
+import numpy as np
+
+from .params import EngineConfig
+from .rings import clip_to_ball
+
+
+def _ids_list(privacy_ids, n: int) -> list:
+    if privacy_ids is None:
+        raise ValueError("privacy_ids is None: with max_contributions set every record needs a privacy id")
+    ids = privacy_ids.tolist() if isinstance(privacy_ids, np.ndarray) else list(privacy_ids)
+    if len(ids) != n:
+        raise ValueError(f"privacy_ids has {len(ids)} entries for {n} rows (one id per row)")
+    try:
+        uniq = list(dict.fromkeys(ids))  # first-appearance order; C-level hashing, no per-row bytecode
+    except TypeError:
+        raise ValueError("privacy ids must be hashable (strings, integers, tuples)") from None
+    if any(u is None or (isinstance(u, float) and u != u) for u in uniq):
+        raise ValueError("a privacy id is missing (None or NaN); drop or dead-letter such records first")
+    return ids, uniq
+
+
+def _codes(ids: list, uniq: list) -> np.ndarray:
+    index = dict(zip(uniq, range(len(uniq))))
+    return np.fromiter(map(index.__getitem__, ids), dtype=np.int64, count=len(ids))
+
+
+def unit_keep(ticks: np.ndarray, L: int, per_tick: int, prior: int = 0) -> np.ndarray:
+    """The rule for one unit's records of one run, in stream order (ticks ascending, then position):
+    which are kept. Its first ``per_tick`` of each tick, then the first ``L − prior`` of those. The
+    Beam job applies it per (run, unit) key; :class:`ContributionBounder` applies the same rule tick
+    by tick (a test checks they agree)."""
+    ticks = np.asarray(ticks)
+    if ticks.size == 0:
+        return np.zeros(0, dtype=bool)
+    starts = np.flatnonzero(np.r_[True, ticks[1:] != ticks[:-1]])
+    rank = np.arange(ticks.size) - np.repeat(starts, np.diff(np.r_[starts, ticks.size]))
+    keep = rank < per_tick
+    return keep & (np.cumsum(keep) + prior <= L)
+
+
+def unit_tick_means(X: np.ndarray, ticks: np.ndarray, L: int, cfg: EngineConfig):
+    """One unit's records of one run in stream order → (means of its first L ticks, index of each mean's
+    first record): the job's side of ``contribution="tick_mean"``, the same arithmetic as the library's."""
+    Xc, _ = clip_to_ball(np.asarray(X, dtype=float), cfg.center_vec, cfg.radius)
+    ticks = np.asarray(ticks)
+    if ticks.size == 0:
+        return np.zeros((0, Xc.shape[1])), np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.r_[True, ticks[1:] != ticks[:-1]])
+    sizes = np.diff(np.r_[starts, ticks.size])[:L]
+    starts = starts[:L]
+    means = np.add.reduceat(Xc[:starts[-1] + sizes[-1]], starts, axis=0) / sizes[:, None]
+    return means, starts
+
+
+class ContributionBounder:
+    """Per-run contribution bounds of :class:`~dpstream.params.EngineConfig` (``max_contributions``
+    and friends), applied tick by tick: ``bound(X, ids) -> X'`` for the engine's next tick."""
+
+    def __init__(self, cfg: EngineConfig):
+        if cfg.max_contributions is None:
+            raise ValueError("contribution bounding needs max_contributions")
+        self.cfg = cfg
+        self.L = cfg.max_contributions
+        self.per_tick = cfg.per_tick_bound
+        self.tick = 0  # ticks bounded so far (over all runs): the run of the next tick is tick // T
+        self.counts: dict = {}  # unit -> points kept in the open run (operator state, never released)
+        self.n_dropped = 0  # operator telemetry
+        self.n_clipped = 0  # operator telemetry (tick means: records clipped before averaging)
+
+    @property
+    def run(self) -> int:
+        return self.tick // self.cfg.horizon_ticks
+
+    def bound(self, X: np.ndarray, privacy_ids) -> np.ndarray:
+        """The rows of one tick that the bounds keep (records), or one mean per unit (tick means), in
+        the order of the tick's rows (a unit's mean at its first row)."""
+        if self.tick and self.tick % self.cfg.horizon_ticks == 0:
+            self.counts = {}  # a new run: fresh bounds, the old map is dropped
+        self.tick += 1
+        X = np.asarray(X, dtype=float)
+        n = X.shape[0]
+        if n == 0:
+            return X
+        ids, uniq = _ids_list(privacy_ids, n)
+        codes = _codes(ids, uniq)
+        prior = np.fromiter(map(self.counts.get, uniq, repeat(0)), dtype=np.int64, count=len(uniq))
+        if self.cfg.contribution == "tick_mean":
+            out, new = self._tick_means(X, codes, prior, len(uniq))
+        else:
+            out, new = self._records(X, codes, prior, len(uniq))
+        self.n_dropped += n - out.shape[0]
+        self.counts.update(zip(uniq, new.tolist()))
+        return out
+
+    def _records(self, X, codes, prior, u) -> Tuple[np.ndarray, np.ndarray]:
+        order = np.argsort(codes, kind="stable")
+        sc = codes[order]
+        starts = np.flatnonzero(np.r_[True, sc[1:] != sc[:-1]])
+        sizes = np.diff(np.r_[starts, sc.size])
+        rank_sorted = np.arange(sc.size) - np.repeat(starts, sizes)
+        rank = np.empty_like(rank_sorted)
+        rank[order] = rank_sorted  # position of a row among its unit's rows of the tick
+        keep = (rank < self.per_tick) & (prior[codes] + rank < self.L)
+        per_unit = np.bincount(codes, minlength=u)
+        new = np.minimum(prior + np.minimum(per_unit, self.per_tick), self.L)
+        return X[keep], new
+
+    def _tick_means(self, X, codes, prior, u) -> Tuple[np.ndarray, np.ndarray]:
+        Xc, nclip = clip_to_ball(X, self.cfg.center_vec, self.cfg.radius)
+        self.n_clipped += nclip
+        order = np.argsort(codes, kind="stable")
+        starts = np.flatnonzero(np.r_[True, np.diff(codes[order]) != 0])  # one start per unit, in code order
+        per_unit = np.diff(np.r_[starts, codes.size])
+        means = np.add.reduceat(Xc[order], starts, axis=0) / per_unit[:, None]
+        keep = prior < self.L  # units are in first-appearance order: their means sit at their first rows
+        return means[keep], prior + keep
+
+    def state_bytes(self) -> int:
+        """Bytes of the unit map (the dict, its keys and counts; shared small ints and interned keys
+        are counted too, so this is an upper bound)."""
+        n = sys.getsizeof(self.counts)
+        n += sum(sys.getsizeof(k) + sys.getsizeof(v) for k, v in self.counts.items())
+        return int(n)

@@ -1,0 +1,53 @@
+"""The job's privacy-unit options (user-level privacy; docs/user-level-privacy.md)."""
+from __future__ import annotations
+
+from typing import Optional
+
+CONTRIBUTIONS = ("records", "tick_mean")
+
+
+def add_options(ap) -> None:
+    g = ap.add_argument_group("privacy unit (user-level privacy)")
+    g.add_argument("--privacy_id_field",
+                   help="protect one person (device, account) instead of one record: the key of the JSON record "
+                        "holding its privacy id (a string or an integer); records without one are dead-lettered "
+                        "(no_privacy_id). Needs --max_contributions")
+    g.add_argument("--max_contributions", type=int,
+                   help="public bound L: records (or tick means) one privacy id keeps per run; the rest are dropped")
+    g.add_argument("--max_contributions_per_tick", type=int,
+                   help="public bound ℓ ≤ L on the records one privacy id keeps per tick (default L)")
+    g.add_argument("--contribution", choices=CONTRIBUTIONS, default="records",
+                   help="records: the id's first records; tick_mean: one point per tick, the mean of its records "
+                        "(default records)")
+
+
+def unit_of(ns, clock: str, fmt: Optional[str], source: str, error) -> Optional[dict]:
+    """The unit settings of a job (None: one record is the unit), or ``error(message)`` raised."""
+    if ns.privacy_id_field is None:
+        if ns.max_contributions is not None or ns.max_contributions_per_tick is not None \
+                or ns.contribution != "records":
+            raise error("--max_contributions, --max_contributions_per_tick and --contribution need "
+                        "--privacy_id_field (the record's privacy id)")
+        return None
+    if ns.max_contributions is None:
+        raise error("--privacy_id_field needs --max_contributions (L, the records one id keeps per run)")
+    if source != "files" or clock != "position":
+        raise error("--privacy_id_field runs on file input (the position clock) only so far")
+    if fmt not in (None, "json"):
+        raise error("--privacy_id_field reads the id from JSON records (--format json or .jsonl files)")
+    return {"privacy_unit": ns.privacy_id_field, "max_contributions": ns.max_contributions,
+            "max_contributions_per_tick": ns.max_contributions_per_tick, "contribution": ns.contribution}
+
+
+def check_files(unit: Optional[dict], files, error) -> None:
+    """Every input file of a job with a privacy unit must hold JSON records (the id is a JSON key)."""
+    if unit is None or not files:
+        return
+    other = sorted({f.fmt for f in files} - {"json"})
+    if other:
+        raise error(f"--privacy_id_field reads the id from JSON records; the input has {', '.join(other)} files "
+                    f"(their records carry no id)")
+
+
+def engine_kwargs(unit: Optional[dict]) -> dict:
+    return {} if unit is None else dict(unit)

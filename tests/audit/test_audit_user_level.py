@@ -1,0 +1,82 @@
+"""Statistical audit of the default engine configuration with one privacy unit of many records.
+
+The configuration of the default audit (no bicriteria, the stream counter, A = the tree, rings around
+the ball's center and the released centers; d = 1, k = 2, T = 4, pure ε = 2 under add/remove, M = 200)
+with ``max_contributions`` L = 4: the plan protects one unit of up to L kept points.
+
+Neighbours: D = N one-record units at a = −0.5 in tick 1 and 2N at p = +0.7 in each of ticks 2–4; D'
+adds one unit u with 100·L records at q = 0.95 in tick 1 — all in one tick, one leaf, one ring: the
+adversarial layout. Bounding keeps L of them, and A's noise (calibrated for L points) hides a leaf of
+L points: "a release holds a coreset point within 0.1 of q" is rare on both sides. The broken variant
+skips bounding (the plan still says L): u's 400 points make a leaf far above A's keep threshold, the
+event happens almost every time on D', and the audit's ε̂ exceeds the configured ε.
+
+Events fixed in advance (Bonferroni over 2 events × 2 directions): the one above, and "the count
+estimate at tick 4 ≥ 7N + 1" (the stream counter's tail; u moves it by L).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import audit_harness as H
+from dpstream import Engine, EngineConfig
+from dpstream.contributions import ContributionBounder
+from dpstream.privacy import PrivacyPlan
+
+N = 500
+A_LOC, P_LOC, Q_LOC = -0.5, 0.7, 0.95
+T = 4
+L = 4
+HEAVY = 100 * L
+
+
+def unit_cfg() -> EngineConfig:
+    return EngineConfig(n_clusters=2, dim=1, radius=1.0, epsilon=2.0, delta=0.0, horizon_ticks=T,
+                        neighbouring="add_remove", block_size=200, n_init=3, max_contributions=L)
+
+
+def _ticks(side):
+    ticks = [(np.full((N, 1), A_LOC), [f"a{j}" for j in range(N)])]
+    ticks += [(np.full((2 * N, 1), P_LOC), [f"p{t}-{j}" for j in range(2 * N)]) for t in range(1, T)]
+    if side:
+        X, ids = ticks[0]
+        ticks[0] = (np.r_[X, np.full((HEAVY, 1), Q_LOC)], ids + ["u"] * HEAVY)
+    return ticks
+
+
+def run_engine(tag, side, n_runs, bound=True):
+    cfg = unit_cfg()
+    near = np.zeros(n_runs, dtype=bool)
+    count = np.zeros(n_runs)
+    ticks = _ticks(side)
+    for i in range(n_runs):
+        e = Engine(cfg, H.seed_for("engine-unit", tag, side, i))
+        b = ContributionBounder(cfg)
+        rels = [e.step(b.bound(X, ids) if bound else X) for X, ids in ticks]
+        near[i] = any(np.any(np.abs(r.coreset_points[:, 0] - Q_LOC) < 0.1) for r in rels)
+        count[i] = rels[-1].count_estimate
+    total = N + 2 * N * (T - 1)
+    return {"a release holds a coreset point within 0.1 of q": near,
+            f"count estimate at tick {T} ≥ {total + 1}": count >= total + 1}
+
+
+CONFIGURED = PrivacyPlan.build(unit_cfg()).total_epsilon
+
+
+def audit(tag, n_runs, bound=True):
+    n = H.n_trials(n_runs)
+    return H.audit_fixed(f"engine, default configuration, one unit of {HEAVY} records, L = {L} [{tag}]",
+                         CONFIGURED, 0.0, run_engine(tag, 0, n, bound), run_engine(tag, 1, n, bound))
+
+
+def test_unit_within_ledger():
+    assert CONFIGURED == pytest.approx(2.0)
+    res = audit("correct", 120)
+    assert res.passed, res
+
+
+def test_audit_catches_an_engine_without_bounding():
+    res = audit("no-bounding", 150, bound=False)
+    assert not res.passed, res
+    assert res.eps_hat > CONFIGURED + 0.5, res
