@@ -23,12 +23,12 @@ import os
 import threading
 import warnings
 from collections import Counter
-from typing import Hashable
+from typing import Optional, Hashable
 
 import numpy as np
 
 __all__ = ["NoiseSource", "seed_from_entropy", "seed_bytes", "fingerprint", "UnsafeSeedWarning", "TestSeed",
-           "MIN_SEED_BYTES", "SECRET_SEED", "TEST_SEED"]
+           "MIN_SEED_BYTES", "key_material_problem", "SECRET_SEED", "TEST_SEED"]
 
 # A secret seed must be out of reach of an offline search: 256 bits of key material.
 MIN_SEED_BYTES = 32
@@ -56,6 +56,23 @@ def seed_from_entropy() -> bytes:
     return os.urandom(32)
 
 
+MIN_DISTINCT_BYTES = 16  # 32 random bytes hold ~30 distinct values; fewer than 16 happens with probability < 1e-9
+
+
+def key_material_problem(material: bytes, raw_text: bool = False) -> Optional[str]:
+    """Why ``material`` is not a secret seed (None: it is). The seed must be random bytes: some released
+    values are functions of it (the bicriteria path releases cell centers of the seed's shifted grids),
+    so a seed that can be guessed can be confirmed from the releases, and then every noise draw rebuilt."""
+    if len(material) < MIN_SEED_BYTES:
+        return f"{len(material)} bytes of key material, fewer than {MIN_SEED_BYTES}"
+    if len(set(material)) < MIN_DISTINCT_BYTES:
+        return (f"{len(set(material))} distinct byte values in {len(material)} bytes: a pattern, not random "
+                f"bytes")
+    if raw_text and all(32 <= b < 127 or b in (9, 10, 13) for b in material):
+        return "printable text that is not hex or base64: a passphrase, not random bytes"
+    return None
+
+
 def seed_bytes(random_state) -> bytes:
     """Turn ``random_state`` (None, int, bytes) into master-seed bytes.
 
@@ -67,9 +84,11 @@ def seed_bytes(random_state) -> bytes:
     if random_state is None:
         return seed_from_entropy()
     if isinstance(random_state, (bytes, bytearray)):
-        if len(random_state) < MIN_SEED_BYTES:
-            raise ValueError(f"a seed given as bytes must hold at least {MIN_SEED_BYTES} bytes of key material "
-                             f"(e.g. os.urandom({MIN_SEED_BYTES})); a shorter one can be searched for offline")
+        problem = key_material_problem(bytes(random_state), raw_text=True)
+        if problem is not None:
+            raise ValueError(f"a seed given as bytes must hold at least {MIN_SEED_BYTES} bytes of random key material "
+                             f"(e.g. os.urandom({MIN_SEED_BYTES})), got {problem}: such a seed can be searched "
+                             f"for offline")
         return bytes(random_state)
     if isinstance(random_state, (int, np.integer)) and not isinstance(random_state, bool):
         warnings.warn(

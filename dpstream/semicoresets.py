@@ -26,9 +26,9 @@ array per purpose in part order.
 ``A(x, part, centers, radii, key)`` does all three at once.
 
 Implementations:
-* ``TreeSemicoreset`` (default): noisy-count / noisy-mean LSH tree (§12(a)/(b)).
-* ``LloydSemicoreset``: DP-Lloyd turned into a semicoreset by Theorem 7 (§12(c)).
-* ``SnapSemicoreset``: each part snapped to its ball's center (§12(d)), the paper's baseline.
+* ``TreeSemicoreset`` (default): noisy-count / noisy-mean LSH tree (the hierarchical-partition coresets of offline DP clustering).
+* ``LloydSemicoreset``: DP-Lloyd turned into a semicoreset by the paper's Theorem 7.
+* ``SnapSemicoreset``: each part snapped to its ball's center, the paper's baseline.
 """
 from __future__ import annotations
 

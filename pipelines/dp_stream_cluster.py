@@ -84,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--output", help="output directory (local or gs://): <output>/releases.jsonl")
     g.add_argument("--output_topic", help="Pub/Sub topic for releases (one message per tick)")
     g.add_argument("--dead_letter", help="file path or Pub/Sub topic for dead letters "
-                                         "(default <output>/dead_letter.jsonl)")
+                                         "(default <output>/non_private/dead_letter.jsonl: dead letters hold raw records)")
     g = ap.add_argument_group("clustering (public parameters)")
     g.add_argument("--k", type=int, default=DEFAULT_K, help=f"number of centers k (default {DEFAULT_K})")
     g.add_argument("--dim", type=int, help="dimension d of the points (required with an input)")
@@ -305,7 +305,7 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
                                       and "/subscriptions/" in ns.input_subscription):
         raise OptionError(f"--input_subscription must look like projects/P/subscriptions/S, got "
                           f"{ns.input_subscription!r}")
-    dead = ns.dead_letter or (_join(ns.output, "dead_letter.jsonl") if ns.output else None)
+    dead = ns.dead_letter or (_join(ns.output, "non_private/dead_letter.jsonl") if ns.output else None)
     if dead is None:
         raise OptionError("give --dead_letter (a file path or a Pub/Sub topic): records that fail to parse are "
                           "never dropped silently")
@@ -470,6 +470,11 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
         from pipelines.formats import resolve
         from pipelines.sources import plan_files
         try:
+            if job.columns is not None and isinstance(job.columns[0], str) and not job.csv_header:
+                # names are read from the CSV header, which then keeps no slot (whatever the glob looks like)
+                from pipelines.sources import file_format, match_files
+                job.csv_header = job.fmt == "csv" or (job.fmt is None and any(
+                    file_format(p_) == "csv" for p_ in match_files(job.input)))
             job.files, job.n_slots, job.notes = plan_files(job.input, job.fmt, job.csv_header)
             resolve(job)
         except ValueError as e:
@@ -782,7 +787,7 @@ def _run_with_tempdir(p, tmp: str):
         tempfile.tempdir = old
 
 
-OUTPUT_FILES = ("releases.jsonl", "dead_letter.jsonl")
+OUTPUT_FILES = ("releases.jsonl", "non_private/dead_letter.jsonl")
 REPORT_FILES = ("centers.json", "privacy_plan.md", "non_private/evaluation.json", "non_private/report.png")
 
 

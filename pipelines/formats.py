@@ -104,8 +104,6 @@ def resolve(job) -> None:
     CSV header names become field indexes (the same in every CSV file, or a ValueError);
     Parquet files get the column names they are read with; JSON keeps names (keys) or indexes
     (into ``"x"``). Also notes JSON timestamps that look like milliseconds."""
-    from pipelines.file_bytes import read_all, split_lines
-
     specs, notes = list(job.files or []), job.notes if job.notes is not None else []
     csv_cols = job.columns if job.columns is not None and isinstance(job.columns[0], int) else None
     for i, sp in enumerate(specs):
@@ -118,9 +116,12 @@ def resolve(job) -> None:
         elif sp.fmt == "numpy" and job.columns is not None:
             raise ValueError(f"--columns applies to CSV, JSON and Parquet files; the rows of {sp.path} are the "
                              f"points: save only the columns to cluster")
-        elif sp.fmt in ("csv", "auto") and job.columns is not None and isinstance(job.columns[0], str):
-            lines = split_lines(read_all(sp.path))
-            header = csv_header_fields(lines[0], job.delimiter) if lines else []
+        elif sp.fmt == "auto" and job.columns is not None and isinstance(job.columns[0], str):
+            raise ValueError(f"--columns {','.join(job.columns)} under --format auto: names could be CSV header "
+                             f"fields or JSON keys in {sp.path}; give --format csv or --format json")
+        elif sp.fmt == "csv" and job.columns is not None and isinstance(job.columns[0], str):
+            first = _first_line(sp.path)  # the header only: never the whole file at launch
+            header = csv_header_fields(first.encode("utf-8"), job.delimiter) if first else []
             missing = [c for c in job.columns if c not in header]
             if missing:
                 raise ValueError(f"--columns: the header of {sp.path} has no column {missing[0]!r} (it has "

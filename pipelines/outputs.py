@@ -2,9 +2,10 @@
 
 A file is written under a temporary name in its own directory and renamed into place
 (``os.replace`` is atomic on one filesystem): Ctrl-C leaves either the old file or the new
-one, never half of one. The NON-PRIVATE evaluation of ``--report`` (it reads and draws the raw
-points) goes to ``<output>/non_private/``, never beside the releases, so copying the release
-folder's top-level files never ships raw data.
+one, never half of one. The operator's NON-PRIVATE files — the dead letters (raw records) and
+the evaluation of ``--report`` (it reads and draws the raw points) — go to ``<output>/non_private/``
+by default, never beside the releases, so copying the release folder's top-level files ships no raw
+data (an explicit ``--dead_letter`` path is the operator's choice).
 """
 from __future__ import annotations
 
@@ -43,14 +44,22 @@ def write_text_atomic(path: str, text: str) -> None:
     write_atomic(path, w)
 
 
+STALE_REPORT_FILES = ("centers.json", "privacy_plan.md")
+
+
 def remove_stale_evaluation(output: str) -> None:
-    """An earlier run's NON-PRIVATE evaluation (in ``non_private/``, or beside the releases where
-    older versions wrote it) would describe other releases: removed before a report starts."""
+    """An earlier run's report files would describe other releases: its NON-PRIVATE evaluation (in
+    ``non_private/``, or beside the releases where older versions wrote it), its ``centers.json`` and
+    ``privacy_plan.md`` are removed at launch, whether or not this run writes a report."""
     for base in (non_private_dir(output), output):
         for name in NON_PRIVATE_FILES:
             p = os.path.join(base, name)
             if os.path.isfile(p):
                 os.remove(p)
+    for name in STALE_REPORT_FILES:
+        p = os.path.join(output, name)
+        if os.path.isfile(p):
+            os.remove(p)
 
 
 def remove_beam_temp(job) -> list:

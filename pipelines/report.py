@@ -169,7 +169,7 @@ def write_report(job, log=print) -> dict:
     X, ticks, why = raw_points(job)
     if X is None:
         log(f"no non_private/evaluation.json / report.png: {why}")
-        log(f"wrote {out}/releases.jsonl, dead_letter.jsonl, centers.json, privacy_plan.md")
+        log(f"wrote {out}/releases.jsonl, centers.json, privacy_plan.md and the NON-PRIVATE non_private/dead_letter.jsonl")
         summary["evaluation"] = f"not written: {why}"
         return summary
     # ---- NON-PRIVATE evaluation (operator only) ----
@@ -219,8 +219,8 @@ def write_report(job, log=print) -> dict:
         warnings.warn(f"report.png not written: {exc}")
     log(f"[NON-PRIVATE evaluation, operator only] final {name} of the released centers / the same cost of "
         f"{ref_name} on the same {X.shape[0]:,} points = {final_ratio:.3f}")
-    log(f"wrote {out}/releases.jsonl, dead_letter.jsonl, centers.json, privacy_plan.md; the NON-PRIVATE "
-        f"{wrote} (operator only, never publish) in {private_out}/")
+    log(f"wrote {out}/releases.jsonl, centers.json, privacy_plan.md; NON-PRIVATE (operator only, never publish) "
+        f"in {private_out}/: {wrote} and, by default, the dead letters")
     summary["non_private_dir"] = private_out
     return summary
 

@@ -65,6 +65,15 @@ def run_identity(job, cfg) -> dict:
             inp["format"] = job.fmt
         if getattr(job, "csv_header", False):
             inp["csv_header"] = True
+        # the reading options choose which fields make a point (and its time): other columns of the same
+        # file are other data
+        reading = {"columns": getattr(job, "columns", None), "csv_columns": getattr(job, "csv_columns", None),
+                   "delimiter": getattr(job, "delimiter", ","), "ts_unit": getattr(job, "ts_unit", "s"),
+                   "file_columns": [getattr(sp, "columns", None) for sp in (getattr(job, "files", None) or [])],
+                   "privacy_unit": getattr(job, "unit", None)}
+        if reading != {"columns": None, "csv_columns": None, "delimiter": ",", "ts_unit": "s",
+                       "file_columns": [None] * len(reading["file_columns"]), "privacy_unit": None}:
+            inp["reading"] = reading  # (absent when every option has its default: earlier entries still match)
     elif job.source == "builtin":
         inp = {"builtin_n": job.builtin_n}
     else:

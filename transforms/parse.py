@@ -541,7 +541,8 @@ def _parse_lines(lines: "Lines", dim: int, fmt: str, slot, rec: Record, opt: "Te
     loose = []
     for i in np.flatnonzero(~fast):
         s_ = None if slot is None else slot + int(i)
-        p_, d_ = _parse_record(Record(lines[i], s_, rec.ts, rec.message_id), dim, fmt, batch_arrays, skew, opt)
+        # the guarded parser: a line that raises is that line's dead letter, never its block's
+        p_, d_ = parse_record(Record(lines[i], s_, rec.ts, rec.message_id), dim, fmt, batch_arrays, skew, opt)
         loose.extend(p_)
         dead.extend(d_)
     if batch_arrays and slot is not None and len(loose) > 1:

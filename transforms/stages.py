@@ -18,7 +18,7 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from dpstream import rules
-from dpstream.noise import MIN_SEED_BYTES, NoiseSource
+from dpstream.noise import MIN_SEED_BYTES, NoiseSource, key_material_problem
 from dpstream.params import EngineConfig
 from dpstream.privacy import PrivacyPlan
 from dpstream.semicoresets import make_semicoreset
@@ -36,20 +36,21 @@ _HEX = re.compile(rb"[0-9a-fA-F]+")
 _BASE64 = re.compile(rb"[A-Za-z0-9+/]+={0,2}")
 
 
-def seed_material(data: bytes) -> Tuple[bytes, int]:
-    """(the seed, its bytes of key material) of a seed file's contents: hex or base64 text (surrounding
-    whitespace ignored) counts what it encodes, anything else is raw bytes taken whole (never stripped:
-    ``head -c 32 /dev/urandom`` may end in a newline byte). The seed is the text itself, not its
-    decoding, so a seed file gives the same noise as before the material was counted."""
+def seed_material(data: bytes) -> Tuple[bytes, bytes, bool]:
+    """(the seed, its key material, whether it was taken as raw bytes) of a seed file's contents: hex or
+    base64 text (surrounding whitespace ignored) is key material by what it encodes, anything else is raw
+    bytes taken whole (never stripped: ``head -c 32 /dev/urandom`` may end in a newline byte). The seed
+    is the text itself, not its decoding, so a seed file gives the same noise as before the material was
+    counted."""
     text = data.strip()
-    if _HEX.fullmatch(text):
-        return bytes(text), len(text) // 2
+    if _HEX.fullmatch(text) and len(text) % 2 == 0:
+        return bytes(text), bytes.fromhex(text.decode("ascii")), False
     if _BASE64.fullmatch(text) and len(text) % 4 == 0:
         try:
-            return bytes(text), len(base64.b64decode(text, validate=True))
+            return bytes(text), base64.b64decode(text, validate=True), False
         except binascii.Error:
             pass
-    return bytes(data), len(data)
+    return bytes(data), bytes(data), True
 
 
 def load_seed(path: str) -> bytes:
@@ -57,10 +58,11 @@ def load_seed(path: str) -> bytes:
     ``MIN_SEED_BYTES`` (32) bytes of key material, raw or as hex or base64 text."""
     with FileSystems.open(path) as fh:
         data = fh.read()
-    seed, material = seed_material(data)
-    if material < MIN_SEED_BYTES:
-        raise ValueError(f"the seed file {path} holds {material} bytes of key material, fewer than "
-                         f"{MIN_SEED_BYTES}: a short seed can be searched for offline. Make one with "
+    seed, material, raw = seed_material(data)
+    problem = key_material_problem(material, raw_text=raw)
+    if problem is not None:
+        raise ValueError(f"the seed file {path} holds {problem}: such a seed can be searched for offline "
+                         f"(and checked against the releases). Make one with "
                          f"`head -c 32 /dev/urandom > {path}` (or `head -c 32 /dev/urandom | base64 > {path}`)")
     return seed
 

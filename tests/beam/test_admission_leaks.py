@@ -229,7 +229,7 @@ def hourly_run(tmp_path_factory):
         result = p.run()
         result.wait_until_finish()
     rels = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
-    dead = _read_jsonl(out / "dead_letter.jsonl")
+    dead = _read_jsonl(out / "non_private" / "dead_letter.jsonl")
     return job, str(seed), X, rels, dead, _counters(result), (ttl, max_age)
 
 

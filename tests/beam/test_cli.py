@@ -104,6 +104,8 @@ def test_latlon_without_center_warns_about_clipping_with_the_exact_count(tmp_pat
     assert rc == 0 and _warnings(err) == [], err
     # the exact counts stay out of every release file
     for name in os.listdir(tmp_path / "o"):
+        if name == "non_private":  # raw data for the operator: never a release file
+            continue
         text = (tmp_path / "o" / name).read_text()
         assert "run summary" not in text and "clipped" not in text
 
@@ -232,14 +234,14 @@ def test_the_format_follows_the_file_extension(tmp_path, seed_file):
     argv = [f"--input={tmp_path}/in.jsonl", "--dim=2", "--radius=12", "--tick_size=100", "--horizon_ticks=3",
             f"--output={tmp_path}/o", f"--seed_file={seed_file}"]
     c = job_mod.operator_counts(job_mod.run(argv))
-    dead = sorted(_read_jsonl(tmp_path / "o" / "dead_letter.jsonl"), key=lambda d: d["slot"])
+    dead = sorted(_read_jsonl(tmp_path / "o" / "non_private" / "dead_letter.jsonl"), key=lambda d: d["slot"])
     assert [(d["slot"], d["reason"]) for d in dead] == [(10, "malformed_json"), (20, "malformed_json")]
     assert all("not valid JSON" in d["detail"] for d in dead)
     assert c["points_processed"] == 298
     # --format auto sniffs each line: the CSV line is a point, 'garbage' a one-field CSV line
     c = job_mod.operator_counts(job_mod.run(argv[:-2] + ["--format=auto", f"--output={tmp_path}/a",
                                                          f"--seed_file={_fresh_seed(tmp_path)}"]))
-    dead = _read_jsonl(tmp_path / "a" / "dead_letter.jsonl")
+    dead = _read_jsonl(tmp_path / "a" / "non_private" / "dead_letter.jsonl")
     assert [(d["slot"], d["reason"]) for d in dead] == [(20, "wrong_dimension")]
     assert c["points_processed"] == 299
 
@@ -261,11 +263,11 @@ def test_csv_header_skips_the_first_line_and_keeps_no_slot(tmp_path, seed_file, 
                                                     f"--seed_file={seed_file}"]))
     # slot 0 is the first data row: 1000 rows fill ticks 1..10 exactly
     assert c["read"] == c["valid"] == c["points_processed"] == 1000 and c.get("outside_horizon", 0) == 0
-    assert _read_jsonl(tmp_path / "h" / "dead_letter.jsonl") == []
+    assert _read_jsonl(tmp_path / "h" / "non_private" / "dead_letter.jsonl") == []
     # without the flag the header is a dead letter that keeps slot 0, and the launch log says so
     rc, err = _main(argv + [f"--output={tmp_path}/n", f"--seed_file={_fresh_seed(tmp_path)}"], capsys)
     assert rc == 0 and "pass --csv_header" in err
-    dead = _read_jsonl(tmp_path / "n" / "dead_letter.jsonl")
+    dead = _read_jsonl(tmp_path / "n" / "non_private" / "dead_letter.jsonl")
     assert [(d["slot"], d["reason"]) for d in dead] == [(0, "non_numeric")]
     assert "1 records were beyond the horizon" in err  # the last row moved to slot 1000: tick 11
 

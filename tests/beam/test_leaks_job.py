@@ -47,12 +47,12 @@ def test_canary_never_leaves_the_batch_job(tmp_path, where):
     job_mod.run([f"--input={tmp_path}/in.jsonl", f"--output={out}", "--dim=2", "--radius=12", "--k=3",
                  "--tick_size=100", "--horizon_ticks=16", f"--seed_file={_seed(tmp_path, 's')}"])
     releases = (out / "releases.jsonl").read_text()
-    dead = (out / "dead_letter.jsonl").read_text()
+    dead = (out / "non_private" / "dead_letter.jsonl").read_text()
     assert len(releases.splitlines()) == 16
     for v in CANARY:
         assert not _text_has(releases, v), f"canary coordinate {v} released"
         assert not _text_has(dead, v), f"canary coordinate {v} in a dead letter"
-    assert [d["reason"] for d in _read_jsonl(out / "dead_letter.jsonl")] == ["non_numeric"]
+    assert [d["reason"] for d in _read_jsonl(out / "non_private" / "dead_letter.jsonl")] == ["non_numeric"]
 
 
 def test_canary_scan_catches_a_release_that_carries_the_canary(tmp_path):

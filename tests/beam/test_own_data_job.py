@@ -60,8 +60,9 @@ def test_csv_with_a_text_column_reads_the_named_columns_and_the_report_stays_out
     ev = json.loads((out / "non_private" / "evaluation.json").read_text())
     assert ev["NON_PRIVATE"] and ev["n_points"] == 600
     assert (out / "non_private" / "report.png").read_bytes()[:4] == b"\x89PNG"
-    assert sorted(os.listdir(out)) == ["centers.json", "dead_letter.jsonl", "non_private", "privacy_plan.md",
-                                       "releases.jsonl"]
+    # raw data (the dead letters, the evaluation) only under non_private/: the top level is what may ship
+    assert sorted(os.listdir(out)) == ["centers.json", "non_private", "privacy_plan.md", "releases.jsonl"]
+    assert sorted(os.listdir(out / "non_private")) == ["dead_letter.jsonl", "evaluation.json", "report.png"]
     assert f"the NON-PRIVATE evaluation (operator only, never publish): {out}/non_private/" in err
     assert f"{out}/non_private/" in stdout and not any(n.endswith(".tmp") for n in os.listdir(out / "non_private"))
 
@@ -184,10 +185,13 @@ def test_a_rerun_removes_the_earlier_non_private_evaluation_before_it_starts(tmp
     np.save(tmp_path / "x.npy", np.zeros((10, 2)))
     out = tmp_path / "o"
     (out / "non_private").mkdir(parents=True)
-    for f in ("non_private/evaluation.json", "non_private/report.png", "evaluation.json", "report.png"):
+    for f in ("non_private/evaluation.json", "non_private/report.png", "evaluation.json", "report.png",
+              "centers.json", "privacy_plan.md"):
         (out / f).write_text("an earlier run's")
     job, _ = job_mod.parse_args([f"--input={tmp_path}/x.npy", "--dim=2", "--radius=1", "--tick_size=10",
                                  "--horizon_ticks=1", f"--output={out}"])
     job_mod.check_outputs(job)  # at launch, before any release is written: a Ctrl-C later leaves no mismatch
     assert os.listdir(out / "non_private") == [] and not (out / "evaluation.json").exists()
     assert not (out / "report.png").exists()
+    # this run writes no report: the earlier run's centers and plan would sit beside other releases
+    assert not (out / "centers.json").exists() and not (out / "privacy_plan.md").exists()

@@ -76,7 +76,7 @@ def test_batch_job_releases_exactly_what_the_engine_releases(tmp_path, seed_file
     assert [r["tick"] for r in got] == list(range(1, 15))  # ticks 13, 14 are empty and still release
     assert got == want
     assert set(got[0]) == set(RELEASE_FIELDS)
-    assert _read_jsonl(out / "dead_letter.jsonl") == []
+    assert _read_jsonl(out / "non_private" / "dead_letter.jsonl") == []
 
 
 @pytest.mark.parametrize("semicoreset", ["lloyd", "snap"])
@@ -191,7 +191,7 @@ def test_dead_letters_keep_their_slots_and_every_good_point_is_processed(tmp_pat
             "--tick_size=100", "--horizon_ticks=6", f"--seed_file={seed_file}",
             "--format=auto"]  # JSON and CSV lines mixed: sniff each line
     result = _run_batch(argv)
-    dead = _read_jsonl(out / "dead_letter.jsonl")
+    dead = _read_jsonl(out / "non_private" / "dead_letter.jsonl")
     assert sorted((d["slot"], d["reason"]) for d in dead) == sorted((s, r) for s, (_, r) in bad.items())
     from apache_beam.metrics.metric import MetricsFilter
     counters = {c.key.metric.name: c.committed for c in

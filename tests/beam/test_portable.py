@@ -34,7 +34,7 @@ def _run(tmp_path, name, seed, extra):
             f"--seed_registry={tmp_path / 'registry.jsonl'}", *extra]
     result = job_mod.run(argv)
     assert "DONE" in str(result.state), result.state
-    return (out / "releases.jsonl").read_bytes(), (out / "dead_letter.jsonl").read_bytes()
+    return (out / "releases.jsonl").read_bytes(), (out / "non_private" / "dead_letter.jsonl").read_bytes()
 
 
 def test_the_portable_runner_releases_byte_identically_to_the_direct_runner(tmp_path):

@@ -50,6 +50,24 @@ def test_the_parsing_options_are_part_of_the_identity(tmp_path):
         check_and_record("fp", _identity(tmp_path, path, "--csv_header"), False, reg)
 
 
+@pytest.mark.parametrize("first,second", [
+    (["--columns=a,b"], ["--columns=a,c"]),
+    (["--columns=a,b"], ["--columns=b,a"]),
+    (["--columns=0,1"], ["--columns=0,2"]),
+    ([], ["--delimiter=;"]),
+])
+def test_the_reading_options_are_part_of_the_identity(tmp_path, first, second):
+    """Other columns (or another split of the same lines) of one file are other data: one seed on both
+    would release their difference exactly."""
+    path = tmp_path / "d.csv"
+    path.write_text("a,b,c\n1,2,3\n4,5,6\n")
+    reg = str(tmp_path / "reg.jsonl")
+    check_and_record("fp", _identity(tmp_path, path, *first), False, reg)
+    check_and_record("fp", _identity(tmp_path, path, *first), False, reg)  # the same run again
+    with pytest.raises(SeedReused):
+        check_and_record("fp", _identity(tmp_path, path, *second), False, reg)
+
+
 def test_content_id_hashes_local_bytes_and_reads_the_stored_checksum_on_cloud_storage(tmp_path, monkeypatch):
     a, b = tmp_path / "a", tmp_path / "b"
     a.write_bytes(b"\x00" * 3_000_000)
@@ -81,6 +99,20 @@ def test_raw_hex_and_base64_seed_files_of_32_bytes_are_accepted(tmp_path):
         assert len(load_seed(str(path))) >= 32
     hexfile = tmp_path / "seed1"
     assert load_seed(str(hexfile)) == raw.hex().encode()  # the text is the seed, as before
+
+
+@pytest.mark.parametrize("content", [b"correct horse battery staple, and then some more words\n",
+                                     b"a" * 40 + b"\n", (b"ab" * 32).hex().encode() + b"\n",
+                                     base64.b64encode(b"\x00\x01" * 20) + b"\n"])
+def test_a_passphrase_or_a_pattern_is_not_key_material(tmp_path, content):
+    """Released values are functions of the seed (the snap path releases cell centers of the seed's
+    shifted grids), so a guessable seed of any length could be confirmed from the releases."""
+    path = tmp_path / "seed"
+    path.write_bytes(content)
+    with pytest.raises(ValueError, match=r"passphrase|pattern"):
+        load_seed(str(path))
+    with pytest.raises(ValueError, match="random key material"):
+        DPStreamClusterer(2, radius=5.0, random_state=content).fit(np.zeros((10, 2)))
 
 
 def test_a_short_bytes_random_state_is_refused():

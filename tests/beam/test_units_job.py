@@ -86,7 +86,7 @@ def test_job_releases_what_the_library_releases(tmp_path, seed_file, extra):
     assert [r["tick"] for r in got] == list(range(1, T + 1))
     assert got == want
     assert got[-1]["privacy"]["unit"]["field"] == "user"
-    dead = _read(out / "dead_letter.jsonl")
+    dead = _read(out / "non_private" / "dead_letter.jsonl")
     assert sorted((d["slot"], d["reason"]) for d in dead) == sorted((s, "no_privacy_id") for s in no_id)
 
 
