@@ -27,8 +27,11 @@ run: $(STAMP)
 demo-pubsub: $(STAMP)
 	$(VENV)/bin/python -m pipelines.demo_pubsub
 
+# two workers (pytest-xdist), one test file each at a time: a file's module-scoped fixtures (one shared
+# pipeline for many checks) are built once; TEST_WORKERS=0 runs in this process
+TEST_WORKERS ?= 2
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -q tests
+	$(VENV)/bin/python -m pytest -q -n $(TEST_WORKERS) --dist loadfile tests
 
 # the statistical privacy audits (tests/audit/README.md) with 10x the trials `make test` runs
 audit: $(STAMP)

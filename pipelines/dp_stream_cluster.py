@@ -81,10 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
     g = ap.add_argument_group("output")
     g.add_argument("--output", help="output directory (local or gs://): <output>/releases.jsonl")
     g.add_argument("--output_topic", help="Pub/Sub topic for releases (one message per tick)")
-    g.add_argument("--full_coresets", action="store_true",
+    g.add_argument("--full_coresets", type=_flag, nargs="?", const=True, default=False, metavar="BOOL",
                    help="with --output: write every release's coreset in full; by default a release whose coreset "
                         "is the previous tick's refers to it (\"coreset_same_as_tick\", docs/release-log.md; "
-                        "dpstream.read_releases puts it back). A topic always gets full releases")
+                        "dpstream.read_releases puts it back). A topic always gets full releases. --full_coresets alone means "
+                        "true")
     g.add_argument("--dead_letter", help="file path or Pub/Sub topic for dead letters "
                                          "(default <output>/dead_letter.jsonl)")
     g = ap.add_argument_group("clustering (public parameters)")
