@@ -17,8 +17,9 @@ keep the ticks' order); the referenced line is in the same file.
 A message on a Pub/Sub topic always holds the full release: a subscriber may miss or reorder
 messages, and then could not resolve a reference.
 
-:class:`ReleaseLog` is the writer (``write(release) -> line``); the Beam job's ``ClusterCoreset``
-uses the same rule (:func:`same_coreset`) and produces the same bytes.
+:class:`ReleaseLog` is the writer (``line(release)``, :func:`write_releases`). The Beam job decides each
+reference where its releases are made in tick order (``ReleaseCoreset``, with :func:`same_coreset`)
+and encodes the line in ``ClusterCoreset``: the same bytes.
 """
 from __future__ import annotations
 
