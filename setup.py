@@ -19,7 +19,7 @@ setup(
     ],
     extras_require={
         # drongo: the in-process Pub/Sub fallback where Google's emulator package is absent
-        "test": ["pytest>=7", "hypothesis>=6", "drongo==0.8.0"],
+        "test": ["pytest>=7", "pytest-xdist>=3", "hypothesis>=6", "drongo==0.8.0"],
         # diffprivlib 0.6.6 does not import with scikit-learn >= 1.9: benchmark-only, own venv
         "bench": ["diffprivlib==0.6.6", "scikit-learn>=1.3,<1.9", "pillow"],
     },

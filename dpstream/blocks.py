@@ -23,7 +23,6 @@ from __future__ import annotations
 from typing import List
 
 import numpy as np
-from scipy import sparse
 
 
 def normalise(x: np.ndarray, part: np.ndarray, centers: np.ndarray, radii: np.ndarray) -> np.ndarray:
@@ -257,6 +256,8 @@ def _aggregate(key: np.ndarray, count: np.ndarray, q: np.ndarray):
         counts = np.bincount(inv, weights=count, minlength=uniq.size).astype(np.int64)
         if not q.shape[1]:
             return uniq, counts, np.zeros((uniq.size, 0), np.int64)
+        from scipy import sparse  # here, not at import: scipy.sparse alone doubles `import dpstream`
+
         M = sparse.csr_matrix((np.ones(key.size, dtype=np.int64), (inv, np.arange(key.size))),
                               shape=(uniq.size, key.size))
         return uniq, counts, np.asarray(M @ q, dtype=np.int64)

@@ -1,6 +1,6 @@
 """Offline clustering of a weighted coreset (Alg. 1, step 4: post-processing).
 
-k-means: scikit-learn ``KMeans`` with ``sample_weight``; k-median: weighted
+k-means: weighted k-means++ seeding and weighted Lloyd; k-median: weighted
 Lloyd with Weiszfeld geometric medians.  Negative noisy weights are clamped to
 0 first.  Both only see released coresets, so they cost no privacy; their
 randomness is keyed for reproducibility.  The output always has exactly k
@@ -10,25 +10,9 @@ the coreset's weighted mean (or the public ball center when the coreset is empty
 """
 from __future__ import annotations
 
-import warnings
-
 import numpy as np
-from sklearn.cluster import KMeans
-from sklearn.exceptions import ConvergenceWarning
 
 from .rings import nearest_center
-
-_THREADPOOLS = None
-
-
-def _single_thread():
-    """One BLAS/OpenMP thread for the small k-means fits (thread start-up dominates them)."""
-    global _THREADPOOLS
-    if _THREADPOOLS is None:
-        from threadpoolctl import ThreadpoolController
-
-        _THREADPOOLS = ThreadpoolController()
-    return _THREADPOOLS.limit(limits=1)
 
 
 def _pad(centers: np.ndarray, k: int, fill: np.ndarray) -> np.ndarray:

@@ -36,14 +36,14 @@ import math
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-import dp_accounting
-from dp_accounting.pld import common as pld_common
-from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from .noise import SECRET_SEED, TEST_SEED
 from .params import EngineConfig
 
-ACCOUNTANT_RELATION = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+# dp_accounting (and the scipy.stats it loads) is imported by the functions that account, not with the
+# module: it takes longer than the rest of dpstream together, and reading releases never needs it.
+# ``ACCOUNTANT_RELATION`` (dp_accounting's ADD_OR_REMOVE_ONE) is resolved on first use by the module
+# ``__getattr__`` below; :func:`_relation` reads it, so a test can replace it with ``setattr``.
 _VDI = 1e-3  # PLD value discretisation interval (pessimistic estimates: upper bounds)
 
 
@@ -64,13 +64,32 @@ class LedgerLine:
         return self.noise / self.sensitivity
 
 
+def __getattr__(name):
+    if name == "ACCOUNTANT_RELATION":
+        import dp_accounting
+
+        globals()[name] = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+        return globals()[name]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def _relation():
+    r = globals().get("ACCOUNTANT_RELATION")
+    return __getattr__("ACCOUNTANT_RELATION") if r is None else r
+
+
 def gaussian_pld(noise_multiplier: float, vdi: float = _VDI):
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
     return pld_lib.from_gaussian_mechanism(
         standard_deviation=noise_multiplier, sensitivity=1.0, value_discretization_interval=vdi,
-        neighboring_relation=ACCOUNTANT_RELATION)
+        neighboring_relation=_relation())
 
 
 def pure_pld(epsilon: float, vdi: float = _VDI):
+    from dp_accounting.pld import common as pld_common
+    from dp_accounting.pld import privacy_loss_distribution as pld_lib
+
     return pld_lib.from_privacy_parameters(pld_common.DifferentialPrivacyParameters(epsilon, 0.0),
                                            value_discretization_interval=vdi)
 
@@ -122,6 +141,8 @@ def calibrate_gaussian_with_pure(epsilon: float, delta: float, eps_pure: float) 
     alone at (ε − eps_pure, δ) with the analytic Gaussian mechanism, which is the
     basic composition bound.
     """
+    import dp_accounting
+
     if epsilon > _PLD_MAX_EPS:
         return dp_accounting.get_sigma_gaussian(epsilon - eps_pure, delta)
     budget = epsilon * (1 - 1e-6)
@@ -347,7 +368,7 @@ class PrivacyPlan:
         d = {
             "epsilon": self.epsilon, "delta": self.delta, "neighbouring": self.neighbouring, "mode": self.mode,
             "total_epsilon": self.total_epsilon, "pld_epsilon": self.pld_epsilon,
-            "basic_epsilon": self.basic_epsilon, "accountant_relation": ACCOUNTANT_RELATION.name,
+            "basic_epsilon": self.basic_epsilon, "accountant_relation": _relation().name,
             "relations": relations_note(self.neighbouring),
             "seed": TEST_SEED if self.test_seed else SECRET_SEED, "participation": dict(self.participation),
             "horizon_ticks": self.horizon_ticks, "runs": self.runs,

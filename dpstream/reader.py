@@ -26,6 +26,7 @@ from typing import Iterator, List, Optional, Union
 import numpy as np
 
 from .release import Release
+from .release_log import resolve
 from .rings import nearest_center
 
 OBJECTIVES = ("kmeans", "kmedian")
@@ -68,18 +69,27 @@ def read_releases(path_or_glob: Union[str, os.PathLike]) -> Iterator[Release]:
 
     ``path_or_glob``: a ``releases.jsonl`` file, the job's ``--output`` directory, a glob such as
     ``runs/*/releases.jsonl``, or a ``gs://`` path (with Beam installed). Files are read in sorted
-    name order and each file's releases are yielded in tick order. A line that is not a release
-    raises ValueError naming the file and line."""
+    name order and each file's releases are yielded in (run, tick) order. A line that is not a release
+    raises ValueError naming the file and line. A release log's references to an earlier tick's
+    coreset (:mod:`dpstream.release_log`) are resolved within the file: every release comes back
+    whole."""
     for path in _paths(path_or_glob):
-        rels = []
+        dicts, numbers = [], []
         for i, line in enumerate(_read_text(path).splitlines(), 1):
             if not line.strip():
                 continue
             try:
-                rels.append(Release.from_dict(json.loads(line)))
+                dicts.append(json.loads(line))
             except ValueError as e:  # JSONDecodeError is a ValueError
                 raise ValueError(f"{path}, line {i}: not a dpstream release ({e})") from None
-        rels.sort(key=lambda r: r.tick)
+            numbers.append(i)
+        rels = []
+        for j, d in resolve(dicts, f"{path}: "):
+            try:
+                rels.append(Release.from_dict(d))
+            except ValueError as e:
+                raise ValueError(f"{path}, line {numbers[j]}: not a dpstream release ({e})") from None
+        rels.sort(key=lambda r: (r.run, r.tick))
         yield from rels
 
 

@@ -9,7 +9,9 @@ import numpy as np
 
 from .privacy import PrivacyPlan, plan_table
 
-# The only fields a release record may carry; tests scan serialised releases against it.
+# The only fields a release record may carry; tests scan serialised releases against it. (A line of a
+# release log may carry coreset_same_as_tick, a public tick number, instead of the two coreset arrays:
+# dpstream/release_log.py, LOG_FIELDS.)
 RELEASE_FIELDS = ("tick", "epoch", "centers", "coreset_points", "coreset_weights", "count_estimate",
                   "n_candidate_centers", "privacy", "run", "global_tick", "window_centers", "window_first_run")
 
@@ -77,6 +79,10 @@ class Release:
         default when it has one; a missing required field raises ValueError."""
         if not isinstance(d, Mapping):
             raise ValueError(f"a release is a dict (one JSON object), got {type(d).__name__}")
+        if "coreset_same_as_tick" in d and "coreset_points" not in d:
+            raise ValueError(f"this line of a release log holds no coreset: it repeats the one of tick "
+                             f"{d['coreset_same_as_tick']} (run {d.get('run', 0)}); read the log with "
+                             f"dpstream.read_releases, which puts it back")
         kw, known = {}, set()
         for f in fields(cls):
             key = "privacy" if f.name == "plan" else f.name

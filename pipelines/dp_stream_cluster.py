@@ -83,6 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     g = ap.add_argument_group("output")
     g.add_argument("--output", help="output directory (local or gs://): <output>/releases.jsonl")
     g.add_argument("--output_topic", help="Pub/Sub topic for releases (one message per tick)")
+    g.add_argument("--full_coresets", type=_flag, nargs="?", const=True, default=False, metavar="BOOL",
+                   help="with --output: write every release's coreset in full; by default a release whose coreset "
+                        "is the previous tick's refers to it (\"coreset_same_as_tick\", docs/release-log.md; "
+                        "dpstream.read_releases puts it back). A topic always gets full releases. --full_coresets alone means "
+                        "true")
     g.add_argument("--dead_letter", help="file path or Pub/Sub topic for dead letters "
                                          "(default <output>/non_private/dead_letter.jsonl: dead letters hold raw records)")
     g = ap.add_argument_group("clustering (public parameters)")
@@ -217,6 +222,7 @@ class Job:
     max_dead_letter_fraction: float = 0.5  # pipelines.exit_codes
     plan_only: bool = False
     unit: Optional[dict] = None  # the privacy unit and its bounds (pipelines.unit_options); None: one record
+    full_coresets: bool = False  # --output: every line holds its coreset (no release-log references)
 
     @property
     def local(self) -> bool:
@@ -456,6 +462,7 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
     if ns.format is not None and source == "builtin":
         raise OptionError("the built-in stream is numpy arrays: drop --format")
     job.csv_header = bool(ns.csv_header)
+    job.full_coresets = bool(ns.full_coresets)
     job.point_shards = int(ns.point_shards)
     job.tick_timer = "looping" if (ns.tick_timer == "looping" or (ns.tick_timer == "auto" and streaming)) \
         else "batch"
@@ -623,7 +630,9 @@ def build(p, job: Job, seed_path: str, source=None):
     if cfg.bicriteria:  # the paper's Alg. 2 in its own keyed stages, feeding the epoch plan
         reports = ticks | "BicriteriaCenters" >> BicriteriaCenters(cfg, schedule, seed_path)
         updates = reports | "CenterRegistry" >> CenterRegistry(cfg, seed_path)
-    stages = ClusterTicks(cfg, clock, seed_path, mode=mode, close_delay_seconds=delay)
+    # a file is a release log (a repeated coreset refers to its first tick); a topic's messages stand alone
+    stages = ClusterTicks(cfg, clock, seed_path, mode=mode, close_delay_seconds=delay,
+                          release_log=not job.output_topic and not job.full_coresets)
     releases = apply_stages(stages.job, ticks, updates)  # ShardTicks … ClusterCoreset, at the top level
     if job.output_topic:
         releases | "WriteReleases" >> WriteJsonLines(job.output_topic, job.streaming, attributes=release_message)

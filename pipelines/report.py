@@ -35,9 +35,12 @@ PREFIX_SAMPLE = 20_000  # k-median prefixes are scored on a uniform sample of at
 
 
 def read_releases(path: str) -> List[dict]:
+    """The release dicts of a release log, whole (references to an earlier tick's coreset resolved)."""
+    from dpstream.release_log import resolve
+
     with open(path, encoding="utf-8") as fh:
-        rels = [json.loads(line) for line in fh if line.strip()]
-    return sorted(rels, key=lambda r: r["tick"])
+        rels = [d for _, d in resolve([json.loads(line) for line in fh if line.strip()], f"{path}: ")]
+    return sorted(rels, key=lambda r: (r.get("run", 0), r["tick"]))
 
 
 class _Progress:

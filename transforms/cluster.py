@@ -222,12 +222,15 @@ class ClusterTicks(beam.PTransform):
     run), through the stages of the module docstring.
 
     ``ClusterTicks(cfg, clock, seed_path, mode="batch"|"streaming", close_delay_seconds=0.0,
-    n_shards=clock.n_shards, runs=cfg.runs, registry_updates=None)``. With the bicriteria
+    n_shards=clock.n_shards, release_log=False)``. ``release_log=True``: a release that repeats the
+    previous tick's coreset is emitted as its line of a release log (:mod:`dpstream.release_log`),
+    for a file sink; False: every release whole (a Pub/Sub topic). With the bicriteria
     (``cfg.bicriteria``) apply it to ``(ticks, registry updates)``, the second the output of
     :class:`~transforms.bicriteria.CenterRegistry`."""
 
     def __init__(self, cfg: EngineConfig, clock: TickClock, seed_path: str, mode: str = "batch",
-                 close_delay_seconds: float = 0.0, n_shards: Optional[int] = None, label: Optional[str] = None):
+                 close_delay_seconds: float = 0.0, n_shards: Optional[int] = None, release_log: bool = False,
+                 label: Optional[str] = None):
         super().__init__(label)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -240,6 +243,7 @@ class ClusterTicks(beam.PTransform):
         self.cfg = cfg
         schedule = TickSchedule(clock, total, mode, float(close_delay_seconds))
         self.job = ClusterJob(cfg, seed_path, clock.n_shards if n_shards is None else n_shards, schedule)
+        self.job.release_log = bool(release_log)
 
     @property
     def schedule(self) -> TickSchedule:

@@ -16,6 +16,7 @@ from collections import OrderedDict
 import numpy as np
 
 from dpstream.release import Release
+from dpstream.release_log import compact_dict
 
 # the fields to_dict derives from an array of the release (a deterministic function of that array)
 _ARRAY_FIELDS = ("centers", "coreset_points", "coreset_weights", "window_centers")
@@ -66,6 +67,10 @@ class ReleaseEncoder:
             parts.append(f"{json.dumps(k)}: {frag}")
         return "{" + ", ".join(parts) + "}"
 
-    def release_dict(self, rel: Release) -> ReleaseDict:
+    def release_dict(self, rel: Release, same_as=None) -> ReleaseDict:
+        """``rel.to_dict()``, or with ``same_as`` (a tick) its line of a release log: the coreset arrays
+        replaced by the reference (:func:`dpstream.release_log.compact_dict`)."""
         d = rel.to_dict()
+        if same_as is not None:
+            d = compact_dict(d, same_as)
         return ReleaseDict(d, self.encode(rel, d))

@@ -19,6 +19,7 @@ from apache_beam.transforms.window import TimestampedValue
 from dpstream import epochs
 from dpstream.merge_reduce import reduce as _reduce
 from dpstream.release import Release
+from dpstream.release_log import same_coreset
 from dpstream.semicoresets import WeightedSet
 from transforms.parse import NAMESPACE
 from transforms.release_json import ReleaseEncoder
@@ -46,6 +47,7 @@ class ReleaseRecord(NamedTuple):
     version: Tuple[int, int]          # (epoch, tick) of the refit whose keys the coreset and centers use
     window: Optional[Tuple[np.ndarray, np.ndarray]]  # B's sample of the window, None: the run itself
     window_first_run: int
+    same_as: Optional[int] = None     # release log: the tick of this run whose release holds this coreset
 
 
 class RunSample(NamedTuple):
@@ -73,6 +75,7 @@ class RunState:
     levels: dict = field(default_factory=dict)
     closed: list = field(default_factory=list)
     last: Optional[RunSample] = None
+    anchor: Optional[int] = None  # release log: the tick whose line holds the current coreset
 
 
 @dataclass
@@ -176,6 +179,7 @@ class _ReleaseFn(StageFn):
             run.levels = {}
             run.epoch = e = e + 1
         window_sets, first = self._window_sets(st, r)
+        before = run.last
         if changed_any or run.last is None:
             S = WeightedSet.concat(run.closed + [_levels_set(run.levels.get(i, ()), cfg.dim)
                                                     for i in range(I)], cfg.dim)
@@ -183,8 +187,14 @@ class _ReleaseFn(StageFn):
             win = epochs.window_sample(cfg, ctx.noise, window_sets, pts, w, t, job.z) if window_sets else None
             run.last = RunSample(pts, w, (e, t), win)
         pts, w, version, win = run.last
+        same_as = None
+        if job.release_log:  # the rule of dpstream.release_log.ReleaseLog: the previous tick's, bit for bit
+            if before is not None and same_coreset(before[0], before[1], pts, w):
+                same_as = run.anchor
+            else:
+                run.anchor = t
         count = max(0.0, float(p.count)) if p.count is not None else float(w.sum())
-        rec = ReleaseRecord(r, t, g, e, pts, w, count, p.n_candidates, version, win, first)
+        rec = ReleaseRecord(r, t, g, e, pts, w, count, p.n_candidates, version, win, first, same_as)
         if p.final:  # the run ends: its final coreset joins the window, its state goes
             if cfg.window_runs == 0:
                 st.all_time = epochs.all_time_merge(cfg, ctx.noise, st.all_time, pts, w, r, job.z)
@@ -245,7 +255,8 @@ class _ClusterFn(StageFn):
                       window_first_run=rec.window_first_run)
         self._c_released.inc()
         # the JSON line is encoded here, in parallel across ticks, with repeated coresets encoded once
-        yield TimestampedValue(self._json.release_dict(rel), self.job.schedule.close_time(rec.global_tick))
+        yield TimestampedValue(self._json.release_dict(rel, rec.same_as),
+                               self.job.schedule.close_time(rec.global_tick))
         self._stats.note(("tick", rec.global_tick))
 
 

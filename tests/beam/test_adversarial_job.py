@@ -16,6 +16,7 @@ beam = pytest.importorskip("apache_beam", reason="apache_beam is not importable:
 
 from apache_beam.metrics.metric import MetricsFilter  # noqa: E402
 
+from dpstream import read_releases  # noqa: E402
 from dpstream.engine import Engine  # noqa: E402
 from pipelines import dp_stream_cluster as job_mod  # noqa: E402
 from transforms.cluster import load_seed  # noqa: E402
@@ -61,8 +62,7 @@ def test_batch_job_survives_adversarial_stream(tmp_path, stream):
     result = job_mod.run(argv)
     assert "DONE" in str(result.state)
 
-    with open(out / "releases.jsonl") as fh:
-        rels = sorted((json.loads(line) for line in fh if line.strip()), key=lambda r: r["tick"])
+    rels = [r.to_dict() for r in read_releases(out)]
     assert [r["tick"] for r in rels] == list(range(1, T + 1))
     for r in rels:
         c = np.asarray(r["centers"], dtype=float)

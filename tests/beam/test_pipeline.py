@@ -19,6 +19,7 @@ from apache_beam.utils.timestamp import Timestamp  # noqa: E402
 
 from dpstream.engine import Engine  # noqa: E402
 from dpstream.release import RELEASE_FIELDS  # noqa: E402
+from dpstream.release_log import resolve  # noqa: E402
 from pipelines import dp_stream_cluster as job_mod  # noqa: E402
 from transforms.cluster import load_seed  # noqa: E402
 from transforms.parse import Record  # noqa: E402
@@ -55,8 +56,9 @@ def _run_batch(argv):
 
 
 def _read_jsonl(path):
+    """The dicts of a JSON-lines file; a release log's references to an earlier tick's coreset resolved."""
     with open(path) as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+        return [d for _, d in resolve([json.loads(line) for line in fh if line.strip()])]
 
 
 # --------------------------------------------------------------------------- equivalence

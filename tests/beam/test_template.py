@@ -66,6 +66,7 @@ SAMPLES = {
     "tick_seconds": "10",
     "t_start": "2026-12-01T10:00:00Z",
     "csv_header": "true",
+    "full_coresets": "true",
     "horizon_ticks": "8640",
     "privacy_id_field": "user_id",
     "max_contributions": "16",

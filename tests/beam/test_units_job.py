@@ -67,8 +67,12 @@ def _library(job, seed_file, X, ids, no_id):
 
 
 def _read(path):
+    """The file's dicts, release-log references resolved (a release repeating the previous tick's
+    coreset names that tick instead of repeating the arrays)."""
+    from dpstream.release_log import resolve
     with open(path) as fh:
-        return [json.loads(line) for line in fh if line.strip()]
+        dicts = [json.loads(line) for line in fh if line.strip()]
+    return [d for _, d in resolve(dicts)]
 
 
 @pytest.mark.parametrize("extra", [["--max_contributions=5", "--max_contributions_per_tick=2"],

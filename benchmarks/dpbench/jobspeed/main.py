@@ -1,0 +1,62 @@
+"""``benchmarks/job_vs_library.py``: make the files, time both sides on each, time import and --help,
+measure the release log, optionally profile the job, write ``<out>/job_vs_library.md``."""
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import time
+
+from .data import make_cases
+from .profile import profile_job
+from .report import release_bytes, render
+from .runs import help_argv, import_argv, job_argv, library_argv, new_seed_file, python_argv, timed
+
+
+def _median(argv, repeats: int):
+    """(median wall, median CPU) of ``repeats`` runs; NaN if none succeeded."""
+    runs = [r for r in (timed(argv) for _ in range(repeats)) if r.ok]
+    if not runs:
+        return float("nan"), float("nan")
+    return statistics.median(r.wall for r in runs), statistics.median(r.cpu for r in runs)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="job_vs_library.py", description=__doc__)
+    ap.add_argument("--work", default="/tmp/dpstream-jobspeed", help="where the input files and outputs go")
+    ap.add_argument("--out", default="benchmarks/results", help="where job_vs_library.md goes")
+    ap.add_argument("--cases", default="npy,csv,hd", help="npy (1e6×10), csv (the same points), hd (1e5×384)")
+    ap.add_argument("--n", type=int, default=10 ** 6, help="points of the npy and csv cases")
+    ap.add_argument("--repeats", type=int, default=3, help="runs of the import and --help timings (median)")
+    ap.add_argument("--profile", action="store_true", help="also profile the job on the npy case (cProfile)")
+    args = ap.parse_args(argv)
+    which = tuple(args.cases.split(","))
+    t0 = time.time()
+    cases = make_cases(args.work, n=args.n, which=which)
+    print(f"files ready in {time.time() - t0:.0f} s", flush=True)
+    load = os.getloadavg()[0]
+    python_s = _median(python_argv(), args.repeats)
+    imports = _median(import_argv(), args.repeats)
+    helps = _median(help_argv(), args.repeats)
+    print(f"python {python_s[0]:.2f} s, import dpstream {imports[0]:.2f} s, --help {helps[0]:.2f} s", flush=True)
+    rows, sizes = [], {}
+    for i, case in enumerate(cases):
+        lib = timed(library_argv(case))
+        out_dir = os.path.join(args.work, f"out_{i}")
+        job = timed(job_argv(case, out_dir, new_seed_file(os.path.join(args.work, f"seed_{i}"))))
+        print(f"{case.name}: library {lib.wall:.1f} s, job {job.wall:.1f} s"
+              + ("" if lib.ok and job.ok else f" FAILED: {lib.tail if not lib.ok else job.tail}"), flush=True)
+        rows.append((case.name, lib, job))
+        if job.ok and case.d == 10 and case.path.endswith(".npy"):
+            sizes[case.name] = release_bytes(out_dir)
+    prof = profile_job(cases[0], args.work) if args.profile else ""
+    meta = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node() or 'this machine'}, "
+            f"{os.cpu_count()} CPUs, load average {load:.2f} at the start (a shared machine: wall times carry "
+            f"other processes' load; CPU times less so).")
+    text = render(rows, imports, helps, python_s, sizes, meta, prof)
+    os.makedirs(args.out, exist_ok=True)
+    with open(os.path.join(args.out, "job_vs_library.md"), "w", encoding="utf-8") as fh:
+        fh.write(text)
+    print(text)
+    return 0
