@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import sys
 from itertools import repeat
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -122,27 +122,43 @@ class ContributionBounder:
         self.cfg = cfg
         self.L = cfg.max_contributions
         self.per_tick = cfg.per_tick_bound
-        self.tick = 0  # ticks bounded so far (over all runs): the run of the next tick is tick // T
+        self.tick = 0  # the global index of the next tick (over all runs): one past the last one bounded
+        self._run = 0  # the run whose bounds ``counts`` holds
         self.counts: dict = {}  # unit -> points kept in the open run (operator state, never released)
         self.n_dropped = 0  # operator telemetry
         self.n_clipped = 0  # operator telemetry (tick means: records clipped before averaging)
 
     @property
     def run(self) -> int:
-        return self.tick // self.cfg.horizon_ticks
+        return self._run
 
-    def bound(self, X: np.ndarray, privacy_ids) -> np.ndarray:
+    def bound(self, X: np.ndarray, privacy_ids, tick: Optional[int] = None) -> np.ndarray:
         """The rows of one tick that the bounds keep (records), or one mean per unit (tick means), in
-        the order of the tick's rows (a unit's mean at its first row)."""
-        if self.tick and self.tick % self.cfg.horizon_ticks == 0:
-            self.counts = {}  # a new run: fresh bounds, the old map is dropped
-        self.tick += 1
+        the order of the tick's rows (a unit's mean at its first row).
+
+        ``tick``: the global 0-based index of this tick in the engine's clock (run = tick // T); the
+        front end passes the engine's own count, so the bounds reset exactly when the engine starts a
+        run, whatever calls failed before. None: the tick after the last one bounded here (a driver
+        that feeds every bounded tick to the engine, as the tests do). Everything is checked before
+        any state changes: a call that raises leaves the bounder as it was."""
         X = np.asarray(X, dtype=float)
         n = X.shape[0]
+        tick = self.tick if tick is None else int(tick)
+        if tick < 0:
+            raise ValueError(f"tick must be >= 0, got {tick}")
+        run = tick // self.cfg.horizon_ticks
+        if run < self._run:
+            raise ValueError(f"tick {tick} lies in run {run}, before the open run {self._run}: ticks only go forward")
+        if n:
+            ids, uniq = _ids_list(privacy_ids, n)
+            codes = _codes(ids, uniq)
+        # validated: from here on nothing raises on bad input
+        if run != self._run:
+            self.counts = {}  # a new run: fresh bounds, the old map is dropped
+            self._run = run
+        self.tick = tick + 1
         if n == 0:
             return X
-        ids, uniq = _ids_list(privacy_ids, n)
-        codes = _codes(ids, uniq)
         prior = np.fromiter(map(self.counts.get, uniq, repeat(0)), dtype=np.int64, count=len(uniq))
         if self.cfg.contribution == "tick_mean":
             out, new = self._tick_means(X, codes, prior, len(uniq))
