@@ -12,6 +12,8 @@ The user's total (ε, δ) is split across the three parts of Lemma 1:
   per-tick number of points, whose noisy prefix sum is the release's DP count
   estimate (P14). A record is in ≤ L_T of its p-sums under either
   relation (replacing a record keeps its tick; replacing it by ⊥ removes one).
+  A unit is not: replaced, its kept points can move to other ticks, so with a
+  unit under replace-one the counter pays the two-partition factor (ℓ1 ×2, ℓ2 ×√2).
 
 Sensitivities are ours, for the neighbouring relation in use (P1): under
 replace-one every parallel-composed pure part costs 2ε
@@ -26,8 +28,14 @@ With δ = 0 everything is pure ε with discrete Laplace noise and the total is
 the basic sum.
 
 With a privacy unit (``EngineConfig.max_contributions`` = L) every sensitivity above is L times the
-one-record one, so every noise scale is L times as large and the totals are those of one unit
-(:mod:`dpstream.contributions`); the plan then carries ``unit`` (what is protected).
+one-record one, and the stream counter's under replace-one also ×2 in ℓ1 (×√2 in ℓ2): a replaced unit's
+kept points may lie in other ticks than the replaced one's, which a replaced record's never do
+(:mod:`dpstream.contributions` gives the argument). A unit plan's total is the basic sum (the merged
+Gaussian's ε at δ plus the pure parts), never the PLD: a unit's points reach Gaussian parts and
+sparse-vector segments adaptively, which fully adaptive composition covers for Gaussians alone and
+pointwise for the pure parts, but no result we cite covers for the mix in one PLD. So with δ > 0 a unit
+plan's Gaussian noise is a little more than L times the record-level one (pure plans: exactly L times,
+the counter's ×2L under replace-one). The plan then carries ``unit`` (what is protected).
 """
 from __future__ import annotations
 
