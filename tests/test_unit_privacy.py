@@ -193,3 +193,31 @@ def test_unit_runs_wording():
     assert "the guarantee holds for the whole sequence" not in table and UNIT_RUNS_NOTE in table
     rec = PrivacyPlan.build(EngineConfig(n_clusters=2, dim=2, radius=1.0, epsilon=1.0, horizon_ticks=10, runs=None))
     assert "the guarantee holds for the whole sequence" in rec.table()
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+def test_the_ledger_recomputation_catches_a_sparse_vector_calibrated_for_add_remove(monkeypatch, delta):
+    """The sparse vector's Δ = 2L under replace_one, recomputed independently of the plan (tests/test_ledger.py's
+    one-record sensitivities × L): the plan's scale is within ε, half of it (the add_remove calibration, an
+    error the sparse vector's own audits cannot show: its loss is loose by more than 2) is not."""
+    import dataclasses
+
+    import test_ledger
+    cfg = EngineConfig(n_clusters=2, dim=2, radius=1.0, epsilon=1.0, delta=delta, horizon_ticks=16,
+                       max_contributions=4, privacy_split=(0.0, 0.5, 0.4, 0.1))
+    plan = PrivacyPlan.build(cfg)
+    orig = test_ledger.mechanisms
+
+    def unit_mechanisms(c, p):
+        out = [(k, noise, 4 * sens, n) for k, noise, sens, n in orig(c, p)]
+        k, noise, sens, n = out[-1]  # the stream counter: two partitions for a replaced unit
+        out[-1] = (k, noise, sens * (math.sqrt(2.0) if k == "gaussian" else 2.0), n)
+        return out
+
+    monkeypatch.setattr(test_ledger, "mechanisms", unit_mechanisms)
+    test_ledger.check_budget(plan, cfg)
+    half = dataclasses.replace(plan, svt_scale=PrivacyPlan.build(
+        dataclasses.replace(cfg, neighbouring="add_remove")).svt_scale)
+    assert half.svt_scale == pytest.approx(plan.svt_scale / 2)
+    with pytest.raises(AssertionError):
+        test_ledger.check_budget(half, cfg)

@@ -13,6 +13,15 @@ event happens almost every time on D', and the audit's ε̂ exceeds the configur
 
 Events fixed in advance (Bonferroni over 2 events × 2 directions): the one above, and "the count
 estimate at tick 4 ≥ 7N + 1" (the stream counter's tail; u moves it by L).
+
+What this audit can and cannot catch: it catches an engine that does not bound (a unit of 400 points).
+It does not catch an engine that bounds to L but is calibrated for one record (no ×L): a leaf of L = 4
+points against A's record-level noise, seen through one event of a whole engine release, moves the
+event's probability too little for a few hundred trials (measured: ε̂ lower bound −0.58, 73/150 vs
+71/150). That error is caught where it is visible, at the mechanism:
+``test_audit_user_level_mechanisms.py::test_snap_unit_audit_catches_record_level_calibration`` (A with
+the unit's L points in one part, ε̂ ≈ L·ε_A), and by the ledger recomputation of
+``tests/test_user_level.py::test_ledger_recomputed_for_a_unit``.
 """
 from __future__ import annotations
 
