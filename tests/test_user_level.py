@@ -8,11 +8,12 @@
   vectors' arrivals: all records in one tick (one leaf, one ring), spread over many ticks, ℓ per tick,
   across an epoch change, across runs — never more than the plan's ``unit_points_*``.
 * Dropped records stay ⊥ in their ticks: no other record changes tick.
-* The plan: every noise scale is L times the one-record plan's, the total is unchanged; the ledger
-  recomputed independently (with the unit's sensitivities, L times the one-record ones) for two
+* The plan: every sensitivity is L times the one-record plan's (the stream counter's under
+  replace_one also ×2 in ℓ1, ×√2 in ℓ2), pure scales exactly so, Gaussian ones by one common factor
+  (the basic-sum total); the ledger recomputed independently (with the unit's sensitivities) for two
   configurations with units; the plan, its table and the release say what the unit is.
 * Without privacy ids nothing changes: same plan dict (no unit key), same config dict; and L = 1 with
-  one record per id releases exactly what record level releases.
+  one record per id releases exactly what record level releases under add_remove with pure ε.
 """
 from __future__ import annotations
 
