@@ -42,15 +42,15 @@ def _per_run_points_of_u(monkeypatch, fail_first):
     per_run = {}
     for r, c in seen:
         per_run[r] = per_run.get(r, 0) + c
-    assert m._bounder.tick == m.runs_.next_global_tick
-    return per_run, L
+    return per_run, L, m
 
 
 @pytest.mark.parametrize("fail_first", [False, True])
 def test_a_failed_partial_fit_does_not_move_the_bounds_against_the_engines_runs(monkeypatch, fail_first):
     """Failed calls (bad ids) before the engine's tick: the unit still keeps at most L points per engine run."""
-    per_run, L = _per_run_points_of_u(monkeypatch, fail_first)
+    per_run, L, m = _per_run_points_of_u(monkeypatch, fail_first)
     assert per_run == {0: L, 1: L}
+    assert m._bounder.tick == m.runs_.next_global_tick
 
 
 def test_bound_checks_everything_before_changing_state():
