@@ -29,6 +29,7 @@ _ADVANCED = [f.name for f in fields(EngineConfig)
                                "horizon_ticks", "neighbouring", "center")]
 
 DEFAULT_PARTIAL_FIT_HORIZON = 1024
+_UNIT_FIELDS = ("max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit")
 
 
 def progress_line(rel: Release, n_ticks: int, rows_done: int, t0: float) -> str:
@@ -182,6 +183,13 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         """scikit-learn's ``set_params``; an advanced parameter (any other EngineConfig field, e.g.
         ``n_trees``) goes where ``__init__`` keeps it, so ``get_params``/``clone`` see it."""
         adv = {k: params.pop(k) for k in list(params) if k in _ADVANCED}
+        changed = sorted(k for k in _UNIT_FIELDS if k in adv and adv[k] != self.advanced.get(k))
+        if changed and getattr(self, "_engine", None) is not None:
+            # the open run's plan and bounder were built without them: going on would bound (and
+            # calibrate for) the old unit while the parameters claim the new one
+            raise ValueError(f"{changed} cannot change once the run has started (the plan and the contribution "
+                             f"bounds are fixed at the first tick); start a new estimator, e.g. "
+                             f"sklearn.base.clone(model).set_params(...)")
         super().set_params(**params)
         if adv:
             self.advanced = {**self.advanced, **adv}
@@ -256,7 +264,11 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
             raise ValueError("max_contributions is set: pass privacy_ids (one id per row)")
 
     def _bounded(self, X, privacy_ids) -> np.ndarray:
-        return X if getattr(self, "_bounder", None) is None else self._bounder.bound(X, privacy_ids)
+        if getattr(self, "_bounder", None) is None:
+            return X
+        # the engine's clock, not the bounder's own: a call that failed before reaching the engine
+        # cannot shift the bounder's run boundaries against the engine's
+        return self._bounder.bound(X, privacy_ids, self._engine.next_global_tick)
 
     def partial_fit(self, X, y=None, privacy_ids=None) -> "DPStreamClusterer":
         """Consume one tick of points (0 rows is an empty tick: every mechanism still advances).

@@ -21,31 +21,44 @@ Neighbouring streams (the relation the plan is calibrated for, ``EngineConfig.ne
 * ``replace_one``: all records of one unit, in their public slots, are replaced by records of a unit
   that is not otherwise in the stream, or by ⊥.
 
-Why every one-record sensitivity × L is enough (the plan, :mod:`dpstream.privacy`). Bounding depends
-on a unit's own records only, so no other unit's kept points change: the kept streams differ by the
-removal of at most L points R and the addition of at most L points A (A empty under add/remove). Each
-mechanism instance sees a nonnegative vector per point (counts, id bits, and a count per p-sum of the
-binary mechanism) or a sum of points in the unit ball; its input moves by a − r with a, r ≥ 0 the
-parts of A and R that landed in it. Over all instances b of one mechanism family, where the
-one-record plan assumes one instance per record:
+Why the plan's sensitivities cover one unit (:mod:`dpstream.privacy` builds them). Bounding depends on
+a unit's own records only, so no other unit's kept points change: the kept streams differ by the
+removal of at most L points R and the addition of at most L points A (A empty under add/remove).
+Under replace-one, A need not sit where R sat: the replacing unit holds the same public slots (or ⊥)
+but keeps *its* first L records, so when its earlier slots are ⊥ its kept points lie in later ticks,
+and anywhere in the ball, hence in other rings, leaves, buckets and parts. Every mechanism must
+therefore allow R and A in two different instances. Each sees a nonnegative vector per point (counts,
+id bits, a count per p-sum of the binary mechanism) or a sum of points in the unit ball; its input
+moves by a − r with a, r ≥ 0 the parts of A and R that landed in it. Over all instances b of a family:
 
 * ℓ2² (Gaussian counts and counters): Σ_b ‖a_b − r_b‖² ≤ Σ_b ‖a_b‖² + ‖r_b‖² ≤ (L·Δ₁)² + (L·Δ₁)²,
-  Δ₁ the one-record add/remove ℓ2 sensitivity; the replace-one plan's Δ² = 2Δ₁², so this is (L·Δ)².
+  Δ₁ the one-record add/remove ℓ2 sensitivity. The one-record replace-one plan already has Δ² = 2Δ₁²
+  where a replaced record can move between two instances (A's parts, the bicriteria buckets), so there
+  it is (L·Δ)². The stream counter is the exception: a replaced *record* keeps its tick, so its
+  replace-one Δ is Δ₁ = √L_T; a replaced *unit* moves −|R| on tick a's p-sums and +|A| on tick b's,
+  and Σ_nodes (a − r)² ≤ 2·L_T·L² (each point is in ≤ L_T p-sums, each p-sum holds ≤ L of R): the plan
+  uses √(2·L_T)·L. (The exact worst case is |N(a) △ N(b)| ≤ 2·L_T − 1 nodes, e.g. 19 for T = 1000
+  against 2·L_T = 20; tests/test_unit_privacy.py checks D and D′ built through this bounder.)
   Under add/remove only one side is there: (L·Δ₁)².
 * ℓ2 of sums (A's sums): Σ_b ‖a_b − r_b‖ ≤ |A| + |R| ≤ 2L (L under add/remove): L times the plan's 2 (1).
-* ℓ1 (discrete Laplace parts): the same sums with ℓ1 norms: L times the one-record ℓ1 sensitivity.
+* ℓ1 (discrete Laplace parts): the same sums with ℓ1 norms: L times the one-record ℓ1 sensitivity,
+  and for the stream counter under replace-one 2·L_T·L (two partitions), not L_T·L.
 * The sparse vector (pure ε, Lap(2Δ/ε_svt) on a monotone count): one segment of one ring's instance
   (up to its firing) whose count moves by c monotonically costs (c/Δ)·ε_svt with Δ the plan's
   sensitivity. Under add/remove only removals reach it: Σ c ≤ L = Δ, so at most ε_svt. Under
-  replace-one (Δ = 2L) a segment may see both removals and additions, which is not monotone; the
+  replace-one (Δ = 2L) a segment may see both removals and later additions, which is not monotone; the
   stream passes through the version with the unit's slots ⊥ (remove R, then add A), each half
   costing at most (L/2L)·ε_svt, and pure ε composes along that chain: ε_svt for the pair.
 
-Gaussian parts thus stay within the plan's one merged Gaussian (the instances a unit's points reach
-are chosen adaptively, from earlier releases, but the bound holds for every output sequence, which is
-what fully adaptive composition of Gaussian mechanisms needs: Smith & Thakurta 2022), the pure parts
-within their ε: the plan's total is the unit's. Calibrating for L points in one instance is exactly
-the worst case (a unit whose L records all land in one tick, one leaf, one ring).
+So every sensitivity is L times the one-record one, and the stream counter's under replace-one also
+×2 in ℓ1 (×√2 in ℓ2). The instances a unit's points reach are chosen adaptively (from earlier
+releases). For the Gaussian parts the bound above holds for every output sequence, which is what fully
+adaptive composition of Gaussian mechanisms needs (Smith & Thakurta 2022): together they are one
+Gaussian whose ε at δ comes from its exact profile. The pure parts are ε-DP pointwise. A unit plan
+composes the two by the basic sum (the Gaussian's ε at δ plus the pure ε), not by one privacy-loss
+distribution of the mix: no result we can cite covers adaptive placement across both kinds in one PLD.
+Calibrating for L points in one instance is exactly the worst case (a unit whose L records all land
+in one tick, one leaf, one ring).
 
 Ids are compared by Python equality (so 1, 1.0 and True are one unit): give each unit one id.
 
@@ -56,7 +69,7 @@ from __future__ import annotations
 
 import sys
 from itertools import repeat
-from typing import Tuple
+from typing import Optional, Tuple
 
 import numpy as np
 
@@ -122,27 +135,43 @@ class ContributionBounder:
         self.cfg = cfg
         self.L = cfg.max_contributions
         self.per_tick = cfg.per_tick_bound
-        self.tick = 0  # ticks bounded so far (over all runs): the run of the next tick is tick // T
+        self.tick = 0  # the global index of the next tick (over all runs): one past the last one bounded
+        self._run = 0  # the run whose bounds ``counts`` holds
         self.counts: dict = {}  # unit -> points kept in the open run (operator state, never released)
         self.n_dropped = 0  # operator telemetry
         self.n_clipped = 0  # operator telemetry (tick means: records clipped before averaging)
 
     @property
     def run(self) -> int:
-        return self.tick // self.cfg.horizon_ticks
+        return self._run
 
-    def bound(self, X: np.ndarray, privacy_ids) -> np.ndarray:
+    def bound(self, X: np.ndarray, privacy_ids, tick: Optional[int] = None) -> np.ndarray:
         """The rows of one tick that the bounds keep (records), or one mean per unit (tick means), in
-        the order of the tick's rows (a unit's mean at its first row)."""
-        if self.tick and self.tick % self.cfg.horizon_ticks == 0:
-            self.counts = {}  # a new run: fresh bounds, the old map is dropped
-        self.tick += 1
+        the order of the tick's rows (a unit's mean at its first row).
+
+        ``tick``: the global 0-based index of this tick in the engine's clock (run = tick // T); the
+        front end passes the engine's own count, so the bounds reset exactly when the engine starts a
+        run, whatever calls failed before. None: the tick after the last one bounded here (a driver
+        that feeds every bounded tick to the engine, as the tests do). Everything is checked before
+        any state changes: a call that raises leaves the bounder as it was."""
         X = np.asarray(X, dtype=float)
         n = X.shape[0]
+        tick = self.tick if tick is None else int(tick)
+        if tick < 0:
+            raise ValueError(f"tick must be >= 0, got {tick}")
+        run = tick // self.cfg.horizon_ticks
+        if run < self._run:
+            raise ValueError(f"tick {tick} lies in run {run}, before the open run {self._run}: ticks only go forward")
+        if n:
+            ids, uniq = _ids_list(privacy_ids, n)
+            codes = _codes(ids, uniq)
+        # validated: from here on nothing raises on bad input
+        if run != self._run:
+            self.counts = {}  # a new run: fresh bounds, the old map is dropped
+            self._run = run
+        self.tick = tick + 1
         if n == 0:
             return X
-        ids, uniq = _ids_list(privacy_ids, n)
-        codes = _codes(ids, uniq)
         prior = np.fromiter(map(self.counts.get, uniq, repeat(0)), dtype=np.int64, count=len(uniq))
         if self.cfg.contribution == "tick_mean":
             out, new = self._tick_means(X, codes, prior, len(uniq))

@@ -76,7 +76,8 @@ Unit of privacy (:mod:`dpstream.contributions`): max_contributions (L; None = on
     unit), max_contributions_per_tick (ℓ ≤ L, default L), contribution ("records": a unit's first ℓ
     records of a tick and first L of a run; "tick_mean": one mean per tick for its first L ticks),
     privacy_unit (the id field's name, for the ledger). With L set every sensitivity of the plan is
-    L times the one-record one and the plan protects one unit.
+    L times the one-record one (the stream counter's under replace_one also ×2 in ℓ1: a replaced
+    unit's points may move ticks), the total is the basic sum, and the plan protects one unit.
 
     Budget: privacy_split = (bicriteria, sparse vector, A, stream count) weights
     (three weights: no stream counter). ``bicriteria=None`` is the public rule: off,

@@ -12,6 +12,8 @@ The user's total (ε, δ) is split across the three parts of Lemma 1:
   per-tick number of points, whose noisy prefix sum is the release's DP count
   estimate (P14). A record is in ≤ L_T of its p-sums under either
   relation (replacing a record keeps its tick; replacing it by ⊥ removes one).
+  A unit is not: replaced, its kept points can move to other ticks, so with a
+  unit under replace-one the counter pays the two-partition factor (ℓ1 ×2, ℓ2 ×√2).
 
 Sensitivities are ours, for the neighbouring relation in use (P1): under
 replace-one every parallel-composed pure part costs 2ε
@@ -26,8 +28,14 @@ With δ = 0 everything is pure ε with discrete Laplace noise and the total is
 the basic sum.
 
 With a privacy unit (``EngineConfig.max_contributions`` = L) every sensitivity above is L times the
-one-record one, so every noise scale is L times as large and the totals are those of one unit
-(:mod:`dpstream.contributions`); the plan then carries ``unit`` (what is protected).
+one-record one, and the stream counter's under replace-one also ×2 in ℓ1 (×√2 in ℓ2): a replaced unit's
+kept points may lie in other ticks than the replaced one's, which a replaced record's never do
+(:mod:`dpstream.contributions` gives the argument). A unit plan's total is the basic sum (the merged
+Gaussian's ε at δ plus the pure parts), never the PLD: a unit's points reach Gaussian parts and
+sparse-vector segments adaptively, which fully adaptive composition covers for Gaussians alone and
+pointwise for the pure parts, but no result we cite covers for the mix in one PLD. So with δ > 0 a unit
+plan's Gaussian noise is a little more than L times the record-level one (pure plans: exactly L times,
+the counter's ×2L under replace-one). The plan then carries ``unit`` (what is protected).
 """
 from __future__ import annotations
 
@@ -178,6 +186,35 @@ def calibrate_gaussian_with_pure(epsilon: float, delta: float, eps_pure: float) 
     return hi
 
 
+def calibrate_gaussian_basic(epsilon: float, delta: float, eps_pure: float) -> float:
+    """Smallest noise multiplier z whose Gaussian alone is (ε − eps_pure, δ) (exact profile): basic
+    composition with the pure part, what a unit plan claims (the module docstring says why)."""
+    target = epsilon - eps_pure
+    if target <= 0:
+        raise ValueError("the pure parts take the whole budget")
+    lo, hi = 1e-6, 1.0
+    while gaussian_epsilon(hi, delta) > target:
+        lo, hi = hi, hi * 2
+        if hi > 1e9:
+            raise ValueError("cannot calibrate the Gaussian noise: epsilon too small for this delta")
+    for _ in range(100):
+        mid = math.sqrt(lo * hi)
+        if gaussian_epsilon(mid, delta) > target:
+            lo = mid
+        else:
+            hi = mid
+        if hi / lo < 1 + 1e-9:
+            break
+    return hi
+
+
+def _counter_note(L_T: int, rel_cnt: float) -> str:
+    note = f"binary mechanism over the points per tick, L_T={L_T}"
+    if rel_cnt != 1.0:
+        note += "; a replaced unit's points may move to other ticks: two partitions of the p-sums"
+    return note
+
+
 @dataclass
 class PrivacyPlan:
     """The calibrated noise of every mechanism, derived from one EngineConfig."""
@@ -207,6 +244,8 @@ class PrivacyPlan:
 
     @property
     def total_epsilon(self) -> float:
+        if self.unit is not None:  # a unit's adaptive mix of Gaussian and pure parts: the basic sum only
+            return self.basic_epsilon
         return min(self.pld_epsilon, self.basic_epsilon)
 
     # -- construction -------------------------------------------------------
@@ -228,6 +267,12 @@ class PrivacyPlan:
         # the unit's bound: a bounded unit is at most g points of the run (:mod:`dpstream.contributions`
         # says why scaling every sensitivity of the one-record plan by g covers it); 1 for one record
         g = cfg.unit_bound
+        # the stream counter: a replaced record keeps its tick, so one record is in ≤ L_T p-sums under
+        # either relation; a replaced unit is not: its kept points can move to other ticks (its earlier
+        # slots ⊥ lets later records in under the bound), −L on tick a's p-sums and +L on tick b's,
+        # two partitions of the counter's nodes, like any other mechanism's buckets
+        rel_cnt = rel1 if cfg.max_contributions is not None else 1  # int: record-level ledgers unchanged
+        unit_basic = cfg.max_contributions is not None
         if math.isinf(cfg.epsilon):
             return cls._non_private(cfg, n_inst, m_c, m_s, test_seed)
         eps_svt = w_svt * cfg.epsilon
@@ -239,7 +284,8 @@ class PrivacyPlan:
         s2 = 2.0 if cfg.replace else 1.0
         if cfg.delta > 0:
             mode = "gaussian+pld"
-            z = calibrate_gaussian_with_pure(cfg.epsilon, cfg.delta, eps_svt)
+            z = (calibrate_gaussian_basic(cfg.epsilon, cfg.delta, eps_svt) if unit_basic
+                 else calibrate_gaussian_with_pure(cfg.epsilon, cfg.delta, eps_svt))
 
             def gaussian_parts(z):
                 out: List[LedgerLine] = []
@@ -249,11 +295,11 @@ class PrivacyPlan:
                 inv_a = inv2 * w_a / g_share
                 count_scale = 0.0
                 if w_cnt > 0:
-                    sens_n = math.sqrt(L_T) * g
+                    sens_n = math.sqrt(L_T * rel_cnt) * g
                     count_scale = sens_n * math.sqrt(g_share / (inv2 * w_cnt))
                     out.append(LedgerLine("stream counter (count estimate)", "gaussian", count_scale, sens_n, 1,
                                           gaussian_epsilon(count_scale / sens_n, cfg.delta / 4),
-                                          f"binary mechanism over the points per tick, L_T={L_T}"))
+                                          _counter_note(L_T, rel_cnt)))
                 bic_scale = {}
                 if n_inst:
                     z_inst = math.sqrt(n_inst / inv_bic)
@@ -291,7 +337,7 @@ class PrivacyPlan:
                     break
                 basic = gaussian_epsilon(z, cfg.delta) + eps_svt
                 pld_eps = _pld_epsilon(gauss, eps_svt, cfg.delta, cfg.epsilon)
-                if min(pld_eps, basic) <= cfg.epsilon:
+                if (basic if unit_basic else min(pld_eps, basic)) <= cfg.epsilon:
                     break
                 z *= 1.001
             else:
@@ -313,9 +359,9 @@ class PrivacyPlan:
             count_scale = 0.0
             if w_cnt > 0:
                 eps_cnt = w_cnt * cfg.epsilon
-                count_scale = L_T * g / eps_cnt
-                lines.append(LedgerLine("stream counter (count estimate)", "discrete_laplace", count_scale, L_T * g, 1,
-                                        eps_cnt, f"binary mechanism over the points per tick, L_T={L_T}"))
+                count_scale = L_T * rel_cnt * g / eps_cnt
+                lines.append(LedgerLine("stream counter (count estimate)", "discrete_laplace", count_scale,
+                                        L_T * rel_cnt * g, 1, eps_cnt, _counter_note(L_T, rel_cnt)))
             eps_a = w_a * cfg.epsilon
             phi = cfg.count_share if m_s > 0 else 1.0
             sens_c = m_c * rel1 * g
@@ -369,7 +415,7 @@ class PrivacyPlan:
             "epsilon": self.epsilon, "delta": self.delta, "neighbouring": self.neighbouring, "mode": self.mode,
             "total_epsilon": self.total_epsilon, "pld_epsilon": self.pld_epsilon,
             "basic_epsilon": self.basic_epsilon, "accountant_relation": _relation().name,
-            "relations": relations_note(self.neighbouring),
+            "relations": relations_note(self.neighbouring, None if self.unit is None else self.unit["field"]),
             "seed": TEST_SEED if self.test_seed else SECRET_SEED, "participation": dict(self.participation),
             "horizon_ticks": self.horizon_ticks, "runs": self.runs,
             "across_runs": RUNS_NOTE,
@@ -410,8 +456,13 @@ def a_multiplicities(cfg: EngineConfig) -> Tuple[int, int]:
     return 1, 0
 
 
-def relations_note(neighbouring: str) -> str:
-    """The two relations a plan names, and why they differ, in words a compliance reader can follow."""
+def relations_note(neighbouring: str, unit_field: Optional[str] = None) -> str:
+    """The two relations a plan names, and why they differ, in words a compliance reader can follow.
+
+    ``unit_field``: the privacy unit's name (None: one record is the unit, the wording of every
+    record-level release, unchanged)."""
+    if unit_field is not None:
+        return _unit_relations_note(neighbouring, unit_field)
     if neighbouring == "replace_one":
         data = ("The data's relation is replace_one: two inputs are neighbours when they differ in the content "
                 "of one record at one position. Under the position clock (ticks of a fixed number of records) "
@@ -432,6 +483,30 @@ def relations_note(neighbouring: str) -> str:
             f"are ours and not the accountant's (its own REPLACE_ONE would scale them a second time).")
 
 
+def _unit_relations_note(neighbouring: str, u: str) -> str:
+    if neighbouring == "replace_one":
+        data = (f"The data's relation is replace_one for one {u}: two inputs are neighbours when all records of one "
+                f"{u} are replaced, in their public slots, by records of one other {u} that is not otherwise in the "
+                f"input, or by ⊥ (an empty slot). Under the position clock (ticks of a fixed number of records) the "
+                f"number of records and their positions are public; the guarantee hides what any one {u}'s records "
+                f"hold. Because the bounds keep a {u}'s first records, the replacing {u}'s kept points may lie in "
+                f"other ticks and parts than the replaced one's.")
+        sens = (f"Every sensitivity in this plan is computed for that relation and one {u} bounded as stated: its "
+                f"kept points are removed and at most as many added, possibly elsewhere, so each mechanism's "
+                f"one-record replace_one sensitivity is multiplied by the bound (the stream counter's, whose "
+                f"one-record replacement keeps its tick, by the bound and the two-partition factor).")
+    else:
+        data = (f"The data's relation is add_remove for one {u}: two inputs are neighbours when one holds all records "
+                f"of one {u} more. Under event-time ticks the number of records is itself private; the guarantee "
+                f"hides whether any one {u} is present at all.")
+        sens = (f"Every sensitivity in this plan is computed for add_remove of one {u} bounded as stated (each "
+                f"one-record sensitivity multiplied by the bound).")
+    return (f"{data} {sens} The accountant (dp-accounting) is always asked under ADD_OR_REMOVE_ONE with these "
+            f"sensitivities given to it, so the two names differ only because the sensitivities are ours. The "
+            f"total is the basic sum (the merged Gaussian's ε at δ plus the pure parts), not the tighter PLD "
+            f"composition: a {u}'s points reach Gaussian and pure parts adaptively, a mix the PLD does not cover.")
+
+
 RUNS_NOTE = ("every run of T ticks has fresh mechanisms, noise keys and the whole budget; a record's tick is a "
              "function of the record and the public clock, so it lies in exactly one run, and a run depends on "
              "earlier ones only through their releases: the whole sequence over all runs is (ε, δ)-DP per record "
@@ -442,7 +517,8 @@ RUNS_NOTE = ("every run of T ticks has fresh mechanisms, noise keys and the whol
 UNIT_RUNS_NOTE = ("every run of T ticks has fresh mechanisms, noise keys, the whole budget and fresh contribution "
                   "bounds; a unit's records may lie in many runs, so parallel composition over runs holds for "
                   "records but not for units: a unit with records in m runs is protected by the m-fold "
-                  "composition of one run's guarantee (for example m·ε for pure ε)")
+                  "composition of one run's guarantee: (m·ε, m·δ) by basic composition over m runs (m·ε for pure "
+                  "ε)")
 
 
 def _unit(cfg: EngineConfig) -> Optional[dict]:
@@ -480,16 +556,24 @@ def plan_table(d: dict) -> str:
     who = "one record" if unit is None else f"one {unit['field']}"
     head = (f"Privacy plan: ({d['epsilon']:g}, {d['delta']:g})-DP for {who} under {rel} neighbours "
             f"(the sensitivities below are for this relation); seed: {d.get('seed', '-')}\n"
-            + (f"Relations: {d['relations']}\n" if d.get("relations") else "") +
-            f"Total spent: ε = {d['total_epsilon']:.4f} at δ = {d['delta']:g}, the smaller of the PLD composition "
-            f"of all lines ({d['pld_epsilon']:.4f}) and the basic sum ({d['basic_epsilon']:.4f})\n")
+            + (f"Relations: {d['relations']}\n" if d.get("relations") else "")
+            + (f"Total spent: ε = {d['total_epsilon']:.4f} at δ = {d['delta']:g}, the smaller of the PLD composition "
+               f"of all lines ({d['pld_epsilon']:.4f}) and the basic sum ({d['basic_epsilon']:.4f})\n" if unit is None
+               else f"Total spent: ε = {d['total_epsilon']:.4f} at δ = {d['delta']:g}, the basic sum of the lines "
+                    f"(for one {unit['field']} the PLD composition is not claimed)\n"))
     if d.get("runs", 1) != 1:
         runs = "an unbounded number of" if d.get("runs") is None else f"up to {d['runs']}"
-        head += (f"Runs: {runs} runs of T = {d.get('horizon_ticks')} ticks; this ledger is one run's, and the "
-                 f"guarantee holds for the whole sequence: {d.get('across_runs', RUNS_NOTE)}\n")
+        if unit is None:
+            head += (f"Runs: {runs} runs of T = {d.get('horizon_ticks')} ticks; this ledger is one run's, and the "
+                     f"guarantee holds for the whole sequence: {d.get('across_runs', RUNS_NOTE)}\n")
+        else:
+            head += (f"Runs: {runs} runs of T = {d.get('horizon_ticks')} ticks; this ledger is one run's: "
+                     f"{d.get('across_runs', UNIT_RUNS_NOTE)}\n")
     if unit is not None:
+        two = (", the stream counter's also × 2 in ℓ1 (√2 in ℓ2): a replaced unit's points may move to other ticks"
+               if rel == "replace_one" else "")
         head += (f"{unit['statement'][0].upper()}{unit['statement'][1:]}; the sensitivities and instance counts "
-                 f"below are for that unit (every one-record sensitivity × {unit['max_contributions']})\n")
+                 f"below are for that unit (every one-record sensitivity × {unit['max_contributions']}{two})\n")
         if d.get("runs", 1) == 1:
             head += f"Runs: {d.get('across_runs', UNIT_RUNS_NOTE)}\n"
     head += "\n"
@@ -509,7 +593,15 @@ def plan_table(d: dict) -> str:
             share = "—"
         rows.append(f"| {ln['component']} | {ln['mechanism']} | {ln['noise']:.4g} | {ln['sensitivity']:.4g} | "
                     f"{ln['count']} | {share} | {ln['epsilon']:.4g} |")
-    if d.get("mode") == "gaussian+pld" and total_inv > 0:
+    if d.get("mode") == "gaussian+pld" and total_inv > 0 and unit is not None:
+        pure = sum(ln["epsilon"] for ln in d["lines"] if ln["mechanism"] != "gaussian")
+        foot = (f"\n\nWhy the last column does not add up to the total: it is each line's ε if it were the only "
+                f"mechanism, each Gaussian line at its own share of δ. The {len(gauss)} Gaussian lines act as one "
+                f"Gaussian of noise multiplier z = {total_inv ** -0.5:.4g} even when a {unit['field']}'s points "
+                f"reach them adaptively (fully adaptive composition of Gaussians, Smith and Thakurta 2022); its ε "
+                f"at δ = {d['delta']:g} plus the pure part (ε = {pure:.4g}) is the total {d['basic_epsilon']:.4f}. "
+                f"The PLD of the mix ({d['pld_epsilon']:.4f}) is shown for reference only.")
+    elif d.get("mode") == "gaussian+pld" and total_inv > 0:
         pure = sum(ln["epsilon"] for ln in d["lines"] if ln["mechanism"] != "gaussian")
         foot = (f"\n\nWhy the last column does not add up to the total: it is each line's ε if it were the only "
                 f"mechanism, each Gaussian line at its own share of δ. Gaussian noise composes exactly: the "

@@ -67,6 +67,12 @@ class RunSequence:
         self._seed = as_seed(seed)
         self.engine.attach_seed(seed)
 
+    @property
+    def next_global_tick(self) -> int:
+        """The 0-based global index of the tick the next ``step`` consumes (its run is this // T): the
+        clock a contribution bounder must reset on, so the two cannot drift apart."""
+        return self.run * self.cfg.horizon_ticks + self.engine.t
+
     def step(self, points, bicriteria_update=None) -> Release:
         cfg = self.cfg
         if self.engine.t >= cfg.horizon_ticks:

@@ -13,6 +13,16 @@ event happens almost every time on D', and the audit's ε̂ exceeds the configur
 
 Events fixed in advance (Bonferroni over 2 events × 2 directions): the one above, and "the count
 estimate at tick 4 ≥ 7N + 1" (the stream counter's tail; u moves it by L).
+
+What the first audit can and cannot catch: it catches an engine that does not bound (a unit of 400
+points). It does not catch an engine that bounds to L but is calibrated for one record (no ×L): a leaf
+of L = 4 points against A's record-level noise, seen through one event of a whole engine release, moves
+the event's probability too little for a few hundred trials (measured: ε̂ lower bound −0.58, 73/150 vs
+71/150). The second audit catches that error where the engine's noise is smallest: one tick (L_T = 1),
+most of the budget on the stream counter, the unit's L kept points against the counter's noise (the
+record-level plan: ε̂ 2.9 > 2; the unit plan: ε̂ 1.1, point 1.8, near its ε = 2). At the mechanism,
+``test_audit_user_level_mechanisms.py::test_snap_unit_audit_catches_record_level_calibration`` catches
+it in A (the unit's L points in one part, ε̂ ≈ L·ε_A).
 """
 from __future__ import annotations
 
@@ -80,3 +90,43 @@ def test_audit_catches_an_engine_without_bounding():
     res = audit("no-bounding", 150, bound=False)
     assert not res.passed, res
     assert res.eps_hat > CONFIGURED + 0.5, res
+
+
+# -- bounded, but calibrated for one record: seen where the engine's noise is smallest ------------------
+
+def counter_cfg(unit=True) -> EngineConfig:
+    """One tick (L_T = 1), most of the budget on the stream counter: its released count estimate is the one
+    output where a unit's L points stand against a small noise."""
+    return EngineConfig(n_clusters=2, dim=1, radius=1.0, epsilon=2.0, delta=0.0, horizon_ticks=1,
+                        neighbouring="add_remove", block_size=200, n_init=3, privacy_split=(0.0, 0.05, 0.15, 0.8),
+                        max_contributions=L if unit else None)
+
+
+def run_counter(tag, side, n_runs, plan_unit=True):
+    """D: N one-record units; D′: and unit u with HEAVY records, bounded to L. The engine's plan is the unit's
+    (correct) or the record-level one with the same bounding (broken: no ×L)."""
+    ucfg = counter_cfg()
+    X = np.full((N + side * HEAVY, 1), A_LOC)
+    ids = [f"a{j}" for j in range(N)] + ["u"] * (side * HEAVY)
+    count = np.zeros(n_runs)
+    for i in range(n_runs):
+        e = Engine(counter_cfg(plan_unit), H.seed_for("engine-unit-counter", tag, side, i))
+        count[i] = e.step(ContributionBounder(ucfg).bound(X, ids)).count_estimate
+    return {f"count estimate ≥ {N + 2}": count >= N + 2, f"count estimate ≥ {N + L}": count >= N + L}
+
+
+def counter_audit(tag, n_runs, plan_unit=True):
+    n = H.n_trials(n_runs)
+    eps = PrivacyPlan.build(counter_cfg()).total_epsilon
+    return H.audit_fixed(f"engine, stream counter, one unit bounded to L = {L} [{tag}]", eps, 0.0,
+                         run_counter(tag, 0, n, plan_unit), run_counter(tag, 1, n, plan_unit))
+
+
+def test_unit_counter_within_ledger():
+    res = counter_audit("correct", 300)
+    assert res.passed, res
+
+
+def test_audit_catches_bounding_with_a_record_level_plan():
+    res = counter_audit("record-plan", 300, plan_unit=False)
+    assert not res.passed, res
