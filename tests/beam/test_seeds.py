@@ -83,7 +83,8 @@ def test_content_id_hashes_local_bytes_and_reads_the_stored_checksum_on_cloud_st
 # --------------------------------------------------------------------------- seed files: 256 bits
 
 @pytest.mark.parametrize("content", [os.urandom(16).hex(), base64.b64encode(os.urandom(24)).decode(),
-                                     "correct horse battery", "0123456789abcdef0123456789abcdef"])
+                                     "correct horse battery", "0123456789abcdef0123456789abcdef"],
+                         ids=["16 random bytes as hex", "24 random bytes as base64", "a passphrase", "a pattern"])
 def test_a_seed_file_with_less_than_32_bytes_of_key_material_is_refused_saying_how_to_make_one(tmp_path, content):
     path = tmp_path / "seed"
     path.write_text(content + "\n")
