@@ -27,6 +27,9 @@ NEIGHBOURING = {"position": "replace_one", "event_time": "add_remove"}
 
 @dataclass(frozen=True)
 class Job:
+    """One run of the job, as the options describe it; built once, never changed (a launch, the graph,
+    the summary and the report all read the same description)."""
+
     cfg: "EngineConfig"         # the clustering's public parameters (k, d, Λ, ε, δ, T, runs, …), the engine's own
     source: str                 # "files" | "pubsub" | "builtin"
     input: Optional[str]
