@@ -38,7 +38,8 @@ def test_the_readme_links_the_guide():
 def test_the_guides_warnings_are_the_jobs():
     """Each backticked warning text in the guide's table is a fragment of a message in the code."""
     code = "".join((ROOT / p).read_text(encoding="utf-8") for p in
-                   ("pipelines/summary.py", "pipelines/dp_stream_cluster.py", "pipelines/sources.py"))
+                   ("pipelines/summary.py", "pipelines/job/launch.py", "pipelines/job/arguments.py",
+                    "pipelines/sources.py"))
     code = re.sub(r"\{[^}]*\}", "…", code)  # f-string fields
     code = re.sub(r'"\s*\n\s*f?"', "", code)  # implicit string concatenation across lines
     from transforms.parse import REASONS

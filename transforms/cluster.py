@@ -255,8 +255,8 @@ class ClusterTicks(beam.PTransform):
 
 
 def apply_stages(job: ClusterJob, ticks, updates=None):
-    """Wire the clustering stages onto ``ticks`` (and the CenterRegistry's ``updates``) where they
-    are applied (the job applies them at its top level); returns the release dicts."""
+    """Wire the clustering stages onto ``ticks`` (and the CenterRegistry's ``updates``) inside
+    :class:`ClusterTicks`; returns the release dicts."""
     counts, points = ticks | "ShardTicks" >> ShardTicks(job)
     if updates is not None:
         counts = updates | "KeyUpdates" >> beam.FlatMap(_registry_by_run, job).with_output_types(IntKeyed)

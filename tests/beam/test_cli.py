@@ -16,6 +16,7 @@ beam = pytest.importorskip("apache_beam", reason="apache_beam is not importable:
                           exc_type=ImportError)
 
 from pipelines import dp_stream_cluster as job_mod  # noqa: E402
+from pipelines.job import cli as job_cli  # noqa: E402  (main's launch, patched)
 
 
 @pytest.fixture
@@ -147,7 +148,7 @@ class _FakeStreamingResult:
 def test_a_cancelled_stream_prints_the_summary_and_the_t_start_warning(monkeypatch, capsys):
     """Streaming: Ctrl-C cancels the job, then the summary and its warnings are printed."""
     fake = _FakeStreamingResult()
-    monkeypatch.setattr(job_mod, "launch", lambda job, beam_args, wait=True: fake)
+    monkeypatch.setattr(job_cli, "launch", lambda job, beam_args, wait=True: fake)
     rc, err = _main(["--input_subscription=projects/p/subscriptions/s", "--output=/tmp/unused-dpstream",
                      "--dim=2", "--radius=1", "--tick_seconds=10", "--horizon_ticks=3"], capsys)
     assert rc == 0 and fake.cancelled
@@ -339,7 +340,7 @@ def test_a_failure_inside_the_pipeline_is_one_line_naming_the_step_and_option(tm
         os.remove(tmp_path / "x.npy")
         return real(job, beam_args, wait)
 
-    monkeypatch.setattr(job_mod, "launch", launch_after_the_file_is_gone)
+    monkeypatch.setattr(job_cli, "launch", launch_after_the_file_is_gone)
     monkeypatch.delenv("DPSTREAM_DEBUG", raising=False)
     rc, err = _main([f"--input={tmp_path}/x.npy", "--dim=2", "--radius=12", "--horizon_ticks=3",
                      f"--output={tmp_path}/o"], capsys)

@@ -12,6 +12,7 @@ beam = pytest.importorskip("apache_beam", reason="apache_beam is not importable:
                           exc_type=ImportError)
 
 from pipelines import dp_stream_cluster as job_mod  # noqa: E402
+from pipelines.job import cli as job_cli  # noqa: E402  (main's launch, patched)
 from pipelines.exit_codes import EXIT_USELESS  # noqa: E402
 
 
@@ -131,7 +132,7 @@ def test_ctrl_c_leaves_no_beam_temp_folder(tmp_path, monkeypatch, capsys):
         os.makedirs(os.path.join(job.output, "beam-temp-releases.jsonl-0123"))
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(job_mod, "launch", interrupted)
+    monkeypatch.setattr(job_cli, "launch", interrupted)
     rc, err, _ = _main([f"--input={tmp_path}/x.npy", "--dim=2", "--radius=1", "--tick_size=10", "--horizon_ticks=1",
                         f"--output={tmp_path}/o"], capsys)
     assert rc == 130 and os.listdir(tmp_path / "o") == []

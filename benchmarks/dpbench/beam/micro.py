@@ -36,7 +36,7 @@ def _parse_and_ticks(X, job, out):
     if not all(isinstance(b, ParsedBatch) for b in batches) or sum(len(b.points) for b in batches) != n:
         raise RuntimeError("ParsePointsFn(batch_arrays=True) did not emit one ParsedBatch per record")
     out["parse"] = {"wall": c.wall, "cpu": c.cpu, "records": len(records), "batches": len(batches)}
-    bit = jm._batch_into_ticks(job)
+    bit = jm.batch_into_ticks(job)
     afn = _AssignTicksFn(bit.clock, bit.dim, None, time.time, "")
     afn.setup()
     parts = []

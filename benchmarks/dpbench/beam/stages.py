@@ -75,7 +75,7 @@ def stage_floor_ticks(ctx):
         p = beam.Pipeline(options=_options())
         parsed = (p | "ReadFiles" >> ReadFileRecords(ctx["data_glob"])
                   | "ParsePoints" >> ParsePoints(ctx["d"], "auto", batch_arrays=True))
-        _ = parsed.points | "BatchIntoTicks" >> jm._batch_into_ticks(job) | "Drop" >> beam.Map(lambda _: None)
+        _ = parsed.points | "BatchIntoTicks" >> jm.batch_into_ticks(job) | "Drop" >> beam.Map(lambda _: None)
         result = p.run()
         result.wait_until_finish()
     return {"wall": c.wall, "cpu": c.cpu, "cpu_children": c.cpu_children, "rss_mb": _peak_rss_mb(),
