@@ -161,8 +161,8 @@ class Engine:
         final = t == cfg.horizon_ticks
         gate = count_est if count_est is not None else (float(self._cache[1].sum()) if self._cache else 0.0)
         adopt = self._adopt_now(t, grown, gate)
-        if adopt or final or (t == 1 and cfg.epoch_schedule == "horizon"):
-            # (tick 1 flushes without an epoch change: the first release is a DP estimate)
+        if epochs.flush_now(cfg, t, adopt, final):
+            # (the public flush ticks flush without an epoch change: a release reflects what arrived)
             self.mr.flush(t)
             if adopt and not final:
                 self._epoch_count0 = gate

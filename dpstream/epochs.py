@@ -42,6 +42,11 @@ def adopt_now(cfg: EngineConfig, t: int, grown: bool, count: Optional[float], co
         # (a public cap: a DP count that doubles faster than the tick index adopts no further)
         if 2 * t > cfg.horizon_ticks or count is None or epoch + 1 >= rules.max_epochs(cfg.horizon_ticks):
             return False
+        # with the dyadic flush ticks an epoch also changes only at one of them: every cut of a ring's
+        # blocks is then a flush tick or a fire, never two cuts a few ticks apart (small blocks lose
+        # their leaves to A's thresholds)
+        if cfg.flush_schedule == "dyadic" and not rules.flush_tick(t, cfg.flush_schedule):
+            return False
         if cfg.ring_centers != "bicriteria+released" and not grown:
             return False
         blocks = cfg.first_epoch_blocks if epoch == 0 else cfg.epoch_blocks  # the first epoch: its own rule
@@ -53,6 +58,12 @@ def adopt_now(cfg: EngineConfig, t: int, grown: bool, count: Optional[float], co
     return t >= max(1, 2 * epoch_start)
 
 
+def flush_now(cfg: EngineConfig, t: int, adopt: bool, final: bool) -> bool:
+    """Does every ring release its pending block at tick t? At an epoch change, at the horizon, and at
+    the public flush ticks of the ``"horizon"`` schedule (:func:`dpstream.rules.flush_tick`)."""
+    return adopt or final or (cfg.epoch_schedule == "horizon" and rules.flush_tick(t, cfg.flush_schedule))
+
+
 class TickPlan(NamedTuple):
     """What the epoch schedule says of tick t of a run (public parameters and DP outputs only)."""
     t: int
@@ -60,7 +71,7 @@ class TickPlan(NamedTuple):
     epoch: int               # the epoch whose rings take tick t's points
     first: int               # that epoch's first tick
     adopt: bool              # t closes the epoch (its coreset stored, new rings from this tick's release)
-    flush: bool              # every ring that did not release at t releases its block (adopt, t = 1, t = T)
+    flush: bool              # every ring that did not release at t releases its block (adopt, t = T, flush ticks)
     final: bool              # t = T
     n_candidates: int        # |F_t| (the bicriteria's candidate centers; 1 without it: the ball's center)
     candidates: Optional[np.ndarray]  # F_t at an adoption tick (the new rings' centers start with it)
@@ -107,7 +118,7 @@ class EpochPlanner:
         final = t == cfg.horizon_ticks
         epoch, first = self.epoch, self.epoch_start + 1
         adopt = adopt_now(cfg, t, grown, count, self.count0, self.epoch, self.epoch_start, self.block_size)
-        flush = adopt or final or (t == 1 and cfg.epoch_schedule == "horizon")
+        flush = flush_now(cfg, t, adopt, final)
         adopt = adopt and not final
         candidates = None
         if adopt:

@@ -18,6 +18,7 @@ RELATIONS = ("replace_one", "add_remove")
 OBJECTIVES = ("kmeans", "kmedian")
 SEMICORESETS = ("tree", "lloyd", "snap")
 EPOCH_SCHEDULES = ("horizon", "doubling", "every")
+FLUSH_SCHEDULES = ("dyadic", "first")
 RING_CENTERS = ("bicriteria", "bicriteria+released")
 
 
@@ -110,6 +111,7 @@ class EngineConfig:
     first_epoch_blocks: Optional[float] = None
     ring_center_factor: float = 1.0
     epoch_schedule: str = "horizon"
+    flush_schedule: str = "dyadic"
     coreset_size: Optional[int] = None
     # black box A
     tree_depth: Optional[int] = None
@@ -149,6 +151,8 @@ class EngineConfig:
         _check(self.objective in OBJECTIVES, f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
         _check(self.semicoreset in SEMICORESETS, f"semicoreset must be one of {SEMICORESETS}, got {self.semicoreset!r}")
         _check(self.ring_centers in RING_CENTERS, f"ring_centers must be one of {RING_CENTERS}, got {self.ring_centers!r}")
+        _check(self.flush_schedule in FLUSH_SCHEDULES,
+               f"flush_schedule must be one of {FLUSH_SCHEDULES}, got {self.flush_schedule!r}")
         _check(self.epoch_schedule in EPOCH_SCHEDULES,
                f"epoch_schedule must be one of {EPOCH_SCHEDULES}, got {self.epoch_schedule!r}")
         if self.center is not None:

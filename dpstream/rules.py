@@ -63,3 +63,16 @@ def max_epochs(horizon_ticks: int) -> int:
     its DP-count-driven adoptions: a stream whose count doubles no faster than the tick index never
     reaches it). It bounds the per-epoch stages of the Beam job: one copy per epoch index."""
     return int(math.floor(math.log2(max(int(horizon_ticks), 1)))) + 2
+
+
+def flush_tick(t: int, schedule: str) -> bool:
+    """Is tick t a scheduled flush, every ring's pending block released through A? A function of the
+    tick index alone. ``"dyadic"``: t = 1, 2, 4, 8, …, so the release at any tick t covers every point
+    of the first 2^⌊log2 t⌋ ≥ t/2 ticks even when the horizon T is far off (``partial_fit``'s default
+    T = 1,024 on a stream of a few ticks would otherwise release only what the epoch changes flushed):
+    ⌊log2 T⌋ + 1 early flushes per run, each closing every ring's block once, so a point still enters
+    exactly one block. ``"first"``: tick 1 only (the first release is a DP estimate)."""
+    t = int(t)
+    if schedule == "dyadic":
+        return t >= 1 and t & (t - 1) == 0
+    return t == 1
