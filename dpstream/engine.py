@@ -83,6 +83,7 @@ class Engine:
         self.t = 0
         self.epoch = 0
         self.epoch_start = 0
+        self.last_flush = 0  # the last tick every ring's block was released (public ticks, DP counts)
         self.epoch_coresets: List[WeightedSet] = []
         self.mr = EpochMergeReduce(cfg, self.plan, self.noise, self.A, 0, self.center[None, :], self.block_size)
         self.n_clipped = 0  # operator telemetry: never enters a release
@@ -161,8 +162,9 @@ class Engine:
         final = t == cfg.horizon_ticks
         gate = count_est if count_est is not None else (float(self._cache[1].sum()) if self._cache else 0.0)
         adopt = self._adopt_now(t, grown, gate)
-        if epochs.flush_now(cfg, t, adopt, final):
+        if epochs.flush_now(cfg, t, adopt, final, self.last_flush):
             # (the public flush ticks flush without an epoch change: a release reflects what arrived)
+            self.last_flush = t
             self.mr.flush(t)
             if adopt and not final:
                 self._epoch_count0 = gate

@@ -42,11 +42,6 @@ def adopt_now(cfg: EngineConfig, t: int, grown: bool, count: Optional[float], co
         # (a public cap: a DP count that doubles faster than the tick index adopts no further)
         if 2 * t > cfg.horizon_ticks or count is None or epoch + 1 >= rules.max_epochs(cfg.horizon_ticks):
             return False
-        # with the dyadic flush ticks an epoch also changes only at one of them: every cut of a ring's
-        # blocks is then a flush tick or a fire, never two cuts a few ticks apart (small blocks lose
-        # their leaves to A's thresholds)
-        if cfg.flush_schedule == "dyadic" and not rules.flush_tick(t, cfg.flush_schedule):
-            return False
         if cfg.ring_centers != "bicriteria+released" and not grown:
             return False
         blocks = cfg.first_epoch_blocks if epoch == 0 else cfg.epoch_blocks  # the first epoch: its own rule
@@ -58,10 +53,12 @@ def adopt_now(cfg: EngineConfig, t: int, grown: bool, count: Optional[float], co
     return t >= max(1, 2 * epoch_start)
 
 
-def flush_now(cfg: EngineConfig, t: int, adopt: bool, final: bool) -> bool:
+def flush_now(cfg: EngineConfig, t: int, adopt: bool, final: bool, last_flush: int) -> bool:
     """Does every ring release its pending block at tick t? At an epoch change, at the horizon, and at
-    the public flush ticks of the ``"horizon"`` schedule (:func:`dpstream.rules.flush_tick`)."""
-    return adopt or final or (cfg.epoch_schedule == "horizon" and rules.flush_tick(t, cfg.flush_schedule))
+    the public flush ticks of the ``"horizon"`` schedule (:func:`dpstream.rules.flush_tick`; ``last_flush``
+    is the last tick that flushed, 0 before any)."""
+    return adopt or final or (cfg.epoch_schedule == "horizon" and rules.flush_tick(t, last_flush,
+                                                                                   cfg.flush_schedule))
 
 
 class TickPlan(NamedTuple):
@@ -102,6 +99,7 @@ class EpochPlanner:
         self.epoch_start = 0
         self.count0 = 0.0
         self.adopted_bic = 1
+        self.last_flush = 0
 
     def step(self, n_points: int = 0, bicriteria_update=None) -> TickPlan:
         cfg = self.cfg
@@ -118,7 +116,9 @@ class EpochPlanner:
         final = t == cfg.horizon_ticks
         epoch, first = self.epoch, self.epoch_start + 1
         adopt = adopt_now(cfg, t, grown, count, self.count0, self.epoch, self.epoch_start, self.block_size)
-        flush = flush_now(cfg, t, adopt, final)
+        flush = flush_now(cfg, t, adopt, final, self.last_flush)
+        if flush:
+            self.last_flush = t
         adopt = adopt and not final
         candidates = None
         if adopt:

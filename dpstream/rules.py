@@ -65,14 +65,21 @@ def max_epochs(horizon_ticks: int) -> int:
     return int(math.floor(math.log2(max(int(horizon_ticks), 1)))) + 2
 
 
-def flush_tick(t: int, schedule: str) -> bool:
-    """Is tick t a scheduled flush, every ring's pending block released through A? A function of the
-    tick index alone. ``"dyadic"``: t = 1, 2, 4, 8, …, so the release at any tick t covers every point
-    of the first 2^⌊log2 t⌋ ≥ t/2 ticks even when the horizon T is far off (``partial_fit``'s default
-    T = 1,024 on a stream of a few ticks would otherwise release only what the epoch changes flushed):
-    ⌊log2 T⌋ + 1 early flushes per run, each closing every ring's block once, so a point still enters
-    exactly one block. ``"first"``: tick 1 only (the first release is a DP estimate)."""
+def flush_tick(t: int, last_flush: int, schedule: str) -> bool:
+    """Is tick t a scheduled flush, every ring's pending block released through A without an epoch
+    change? A function of the tick index and of the last flush tick (itself a function of public
+    ticks and DP counts: the epoch changes), never of a buffer's size.
+
+    ``"dyadic"``: at a power of two t whenever nothing flushed at a tick ≥ t/2 — at 4, 16, 64, … when
+    nothing else flushes — so a release at tick t reflects more than the first t/4 ticks even when the
+    horizon T is far off: ``partial_fit``'s default T = 1,024 on a stream whose DP count never opens
+    a second epoch would otherwise release tick 1's points alone (digits: every release the ball's
+    center). Flushing at every power of two instead cuts the blocks the epoch changes already close
+    into small ones, whose leaves fall under A's thresholds (measured on blobs 1e4, median of 9
+    seeds: 3.56 against 2.44; with this rule 2.44, the epoch changes cover every power of four).
+    ``"first"``: tick 1 only. Both flush tick 1 (the first release is a DP estimate). A flush closes
+    each ring's block once, so a point still enters exactly one block."""
     t = int(t)
-    if schedule == "dyadic":
-        return t >= 1 and t & (t - 1) == 0
-    return t == 1
+    if t == 1:
+        return True
+    return schedule == "dyadic" and t & (t - 1) == 0 and 2 * int(last_flush) < t
