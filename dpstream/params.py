@@ -65,7 +65,7 @@ class EngineConfig:
     leaves of A's keep threshold), epoch_schedule ("horizon": a new epoch at tick t
     with 2t ≤ T once the epoch's DP count has doubled and reached epoch_blocks·M —
     first_epoch_blocks·M for the first (None = rule); "doubling"; "every"),
-    coreset_size (s_B of black box B).
+    coreset_size (s_B of black box B; None = the public rule of :mod:`dpstream.rules`).
 
     Black box A: semicoreset ("tree" | "lloyd" | "snap"), tree_depth (None = rule),
     tree_keep_factor, tree_branch_factor, lloyd_iters, count_share (the part
@@ -243,7 +243,9 @@ class EngineConfig:
 
     @property
     def s_b(self) -> int:
-        return int(self.coreset_size) if self.coreset_size is not None else 50 * self.n_clusters
+        from . import rules
+        return int(self.coreset_size) if self.coreset_size is not None else rules.coreset_size(self.n_clusters,
+                                                                                               self.dim)
 
     @property
     def center_vec(self) -> np.ndarray:
