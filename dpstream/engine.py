@@ -206,10 +206,13 @@ class Engine:
         cfg = self.cfg
         version = self._version()
         if version != self._cache_version:
-            S = self.coreset()
-            # B's sample of every epoch's coreset and a fresh k-means++ fit of it (dpstream.epochs)
+            sets = self.epoch_coresets + ([self.mr.released()] if self.mr is not None else [])
+            S = WeightedSet.concat(sets, cfg.dim)
+            # B's sample of every epoch's coreset and a fresh k-means++ fit (dpstream.epochs), to the
+            # epochs' coresets with the older ones' weights decayed
             pts, w = epochs.release_sample(cfg, self.noise, S, self.epoch, t, self.z)
-            centers = epochs.release_centers(cfg, self.noise, pts, w, self.epoch, t)
+            fp, fw = epochs.release_fit_sample(cfg, self.noise, sets, pts, w, self.epoch, t, self.z)
+            centers = epochs.release_centers(cfg, self.noise, fp, fw, self.epoch, t)
             self._refits += 1
             self._cache = (pts, w, centers)
             self._cache_version = version

@@ -65,7 +65,10 @@ class EngineConfig:
     leaves of A's keep threshold), epoch_schedule ("horizon": a new epoch at tick t
     with 2t ≤ T once the epoch's DP count has doubled and reached epoch_blocks·M —
     first_epoch_blocks·M for the first (None = rule); "doubling"; "every"),
-    coreset_size (s_B of black box B; None = the public rule of :mod:`dpstream.rules`).
+    coreset_size (s_B of black box B; None = the public rule of :mod:`dpstream.rules`),
+    release_epoch_decay (the release's k centers are fitted to the run's coreset with each epoch's
+    weights times this factor per epoch of age; 1 = every epoch alike; the released coreset keeps
+    its weights either way).
 
     Black box A: semicoreset ("tree" | "lloyd" | "snap"), tree_depth (None = rule),
     tree_keep_factor, tree_branch_factor, lloyd_iters, count_share (the part
@@ -113,6 +116,7 @@ class EngineConfig:
     epoch_schedule: str = "horizon"
     flush_schedule: str = "dyadic"
     coreset_size: Optional[int] = None
+    release_epoch_decay: float = 0.5
     # black box A
     tree_depth: Optional[int] = None
     tree_keep_factor: float = 3.0
@@ -213,6 +217,8 @@ class EngineConfig:
         _check(self.count_share < 1 or self.semicoreset == "snap",
                "count_share must be < 1 with the tree and lloyd semicoresets (their sums need a share)")
         _check(0 < self.weight_beta < 1, "weight_beta must be in (0, 1)")
+        _check(_is_num(self.release_epoch_decay) and 0 < self.release_epoch_decay <= 1,
+               f"release_epoch_decay must be in (0, 1], got {self.release_epoch_decay!r}")
         _check(self.tree_keep_factor > 0 and self.tree_branch_factor > 0, "tree factors must be > 0")
         _check(4 <= self.sum_grid_bits <= 40, "sum_grid_bits must be in [4, 40]")
         try:
