@@ -18,7 +18,7 @@ RELATIONS = ("replace_one", "add_remove")
 OBJECTIVES = ("kmeans", "kmedian")
 SEMICORESETS = ("tree", "lloyd", "snap")
 EPOCH_SCHEDULES = ("horizon", "doubling", "every")
-FLUSH_SCHEDULES = ("dyadic", "first")
+FLUSH_SCHEDULES = ("first", "dyadic")
 RING_CENTERS = ("bicriteria", "bicriteria+released")
 
 
@@ -114,7 +114,7 @@ class EngineConfig:
     first_epoch_blocks: Optional[float] = None
     ring_center_factor: float = 1.0
     epoch_schedule: str = "horizon"
-    flush_schedule: str = "dyadic"
+    flush_schedule: str = "first"
     coreset_size: Optional[int] = None
     release_epoch_decay: float = 0.5
     # black box A

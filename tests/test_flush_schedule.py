@@ -1,6 +1,6 @@
 """The public flush ticks: a release reflects what arrived, even when the horizon is far off.
 
-With ``flush_schedule="dyadic"`` (the default) every ring releases its pending block through A at
+With ``flush_schedule="dyadic"`` every ring releases its pending block through A at
 a power of two t whenever nothing flushed since tick t/2 (epoch changes flush too). What must hold:
 
 * the schedule is a function of the tick index and the last flush tick, i.e. of public ticks and
@@ -31,7 +31,7 @@ N_TICKS = 20
 
 
 def _cfg(**kw):
-    base = dict(n_clusters=3, dim=2, radius=20.0, epsilon=1.0, delta=1e-6, horizon_ticks=1024)
+    base = dict(n_clusters=3, dim=2, radius=20.0, epsilon=1.0, delta=1e-6, horizon_ticks=1024, flush_schedule="dyadic")
     base.update(kw)
     return EngineConfig(**base)
 
