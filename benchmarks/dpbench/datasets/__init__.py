@@ -145,5 +145,16 @@ def fingerprint(X: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(X, dtype=np.float64).tobytes()).hexdigest()[:12]
 
 
+def first_points(make: Callable[[], Raw], n: int) -> Callable[[], Raw]:
+    """A generator of the n points the shuffled stream of ``make``'s data starts with (the same public
+    rule): the first releases of that stream, as a data set of its own."""
+    def cut() -> Raw:
+        r = make()
+        keep = np.sort(np.random.default_rng(0).permutation(r.X.shape[0])[:n])
+        return Raw(r.X[keep], None if r.y is None else r.y[keep], r.k, r.tick, r.radius, r.center, r.bounds,
+                   r.rule + f" (the first {n:,} points of the shuffled stream)", dict(r.meta, first=n))
+    return cut
+
+
 # the generators register themselves, in report order
 from . import blobs, gmm100, digits, china, embeddings, skewed, aniso, pixels  # noqa: E402,F401
