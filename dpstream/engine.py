@@ -83,6 +83,7 @@ class Engine:
         self.t = 0
         self.epoch = 0
         self.epoch_start = 0
+        self.last_flush = 0  # the last tick every ring's block was released (public ticks, DP counts)
         self.epoch_coresets: List[WeightedSet] = []
         self.mr = EpochMergeReduce(cfg, self.plan, self.noise, self.A, 0, self.center[None, :], self.block_size)
         self.n_clipped = 0  # operator telemetry: never enters a release
@@ -161,8 +162,9 @@ class Engine:
         final = t == cfg.horizon_ticks
         gate = count_est if count_est is not None else (float(self._cache[1].sum()) if self._cache else 0.0)
         adopt = self._adopt_now(t, grown, gate)
-        if adopt or final or (t == 1 and cfg.epoch_schedule == "horizon"):
-            # (tick 1 flushes without an epoch change: the first release is a DP estimate)
+        if epochs.flush_now(cfg, t, adopt, final, self.last_flush):
+            # (the public flush ticks flush without an epoch change: a release reflects what arrived)
+            self.last_flush = t
             self.mr.flush(t)
             if adopt and not final:
                 self._epoch_count0 = gate
@@ -204,10 +206,13 @@ class Engine:
         cfg = self.cfg
         version = self._version()
         if version != self._cache_version:
-            S = self.coreset()
-            # B's sample of every epoch's coreset and a fresh k-means++ fit of it (dpstream.epochs)
+            sets = self.epoch_coresets + ([self.mr.released()] if self.mr is not None else [])
+            S = WeightedSet.concat(sets, cfg.dim)
+            # B's sample of every epoch's coreset and a fresh k-means++ fit (dpstream.epochs), to the
+            # epochs' coresets with the older ones' weights decayed
             pts, w = epochs.release_sample(cfg, self.noise, S, self.epoch, t, self.z)
-            centers = epochs.release_centers(cfg, self.noise, pts, w, self.epoch, t)
+            fp, fw = epochs.release_fit_sample(cfg, self.noise, sets, pts, w, self.epoch, t, self.z)
+            centers = epochs.release_centers(cfg, self.noise, fp, fw, self.epoch, t)
             self._refits += 1
             self._cache = (pts, w, centers)
             self._cache_version = version

@@ -18,6 +18,7 @@ RELATIONS = ("replace_one", "add_remove")
 OBJECTIVES = ("kmeans", "kmedian")
 SEMICORESETS = ("tree", "lloyd", "snap")
 EPOCH_SCHEDULES = ("horizon", "doubling", "every")
+FLUSH_SCHEDULES = ("first", "dyadic")
 RING_CENTERS = ("bicriteria", "bicriteria+released")
 CONTRIBUTIONS = ("records", "tick_mean")
 UNIT_FIELDS = ("max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit")
@@ -66,7 +67,10 @@ class EngineConfig:
     leaves of A's keep threshold), epoch_schedule ("horizon": a new epoch at tick t
     with 2t ≤ T once the epoch's DP count has doubled and reached epoch_blocks·M —
     first_epoch_blocks·M for the first (None = rule); "doubling"; "every"),
-    coreset_size (s_B of black box B).
+    coreset_size (s_B of black box B; None = the public rule of :mod:`dpstream.rules`),
+    release_epoch_decay (the release's k centers are fitted to the run's coreset with each epoch's
+    weights times this factor per epoch of age; 1 = every epoch alike; the released coreset keeps
+    its weights either way).
 
     Black box A: semicoreset ("tree" | "lloyd" | "snap"), tree_depth (None = rule),
     tree_keep_factor, tree_branch_factor, lloyd_iters, count_share (the part
@@ -119,7 +123,9 @@ Unit of privacy (:mod:`dpstream.contributions`): max_contributions (L; None = on
     first_epoch_blocks: Optional[float] = None
     ring_center_factor: float = 1.0
     epoch_schedule: str = "horizon"
+    flush_schedule: str = "first"
     coreset_size: Optional[int] = None
+    release_epoch_decay: float = 0.5
     # black box A
     tree_depth: Optional[int] = None
     tree_keep_factor: float = 3.0
@@ -165,6 +171,8 @@ Unit of privacy (:mod:`dpstream.contributions`): max_contributions (L; None = on
         _check(self.objective in OBJECTIVES, f"objective must be one of {OBJECTIVES}, got {self.objective!r}")
         _check(self.semicoreset in SEMICORESETS, f"semicoreset must be one of {SEMICORESETS}, got {self.semicoreset!r}")
         _check(self.ring_centers in RING_CENTERS, f"ring_centers must be one of {RING_CENTERS}, got {self.ring_centers!r}")
+        _check(self.flush_schedule in FLUSH_SCHEDULES,
+               f"flush_schedule must be one of {FLUSH_SCHEDULES}, got {self.flush_schedule!r}")
         _check(self.epoch_schedule in EPOCH_SCHEDULES,
                f"epoch_schedule must be one of {EPOCH_SCHEDULES}, got {self.epoch_schedule!r}")
         if self.center is not None:
@@ -226,6 +234,8 @@ Unit of privacy (:mod:`dpstream.contributions`): max_contributions (L; None = on
         _check(self.count_share < 1 or self.semicoreset == "snap",
                "count_share must be < 1 with the tree and lloyd semicoresets (their sums need a share)")
         _check(0 < self.weight_beta < 1, "weight_beta must be in (0, 1)")
+        _check(_is_num(self.release_epoch_decay) and 0 < self.release_epoch_decay <= 1,
+               f"release_epoch_decay must be in (0, 1], got {self.release_epoch_decay!r}")
         _check(self.tree_keep_factor > 0 and self.tree_branch_factor > 0, "tree factors must be > 0")
         _check(4 <= self.sum_grid_bits <= 40, "sum_grid_bits must be in [4, 40]")
         try:
@@ -288,7 +298,9 @@ Unit of privacy (:mod:`dpstream.contributions`): max_contributions (L; None = on
 
     @property
     def s_b(self) -> int:
-        return int(self.coreset_size) if self.coreset_size is not None else 50 * self.n_clusters
+        from . import rules
+        return int(self.coreset_size) if self.coreset_size is not None else rules.coreset_size(self.n_clusters,
+                                                                                               self.dim)
 
     @property
     def center_vec(self) -> np.ndarray:

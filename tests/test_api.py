@@ -144,7 +144,8 @@ def test_predict_before_fit_raises():
 
 def test_state_size_is_positive_and_sublinear():
     X = _X(40_000, seed=1)
-    m = make(radius=20.0, tick_size=500, horizon_ticks=128, block_size=500)
+    # s_B of 50·k: the levels saturate within the first 10k points (the low-dimension rule's 400·k later)
+    m = make(radius=20.0, tick_size=500, horizon_ticks=128, block_size=500, coreset_size=150)
     assert m.state_size() == 0
     for i in range(20):
         m.partial_fit(X[i * 500:(i + 1) * 500])

@@ -27,7 +27,10 @@ def _drifting(n_ticks=24, per=400, seed=0):
 
 
 def test_every_release_is_no_worse_than_a_fresh_kmeans_on_its_coreset():
-    cfg = EngineConfig(n_clusters=6, dim=2, radius=10.0, epsilon=4.0, horizon_ticks=24, block_size=300)
+    # the fit's input is the released coreset itself only with every epoch weighed alike (the default
+    # decays older epochs: tests/test_release_fit.py)
+    cfg = EngineConfig(n_clusters=6, dim=2, radius=10.0, epsilon=4.0, horizon_ticks=24, block_size=300,
+                       release_epoch_decay=1.0)
     e = Engine(cfg, bytes(range(32)))
     ratios = []
     for P in _drifting():

@@ -279,7 +279,8 @@ class _EpochCloseFn(_EpochStageFn):
         S = WeightedSet.concat([st.sets[i] for i in range(job.n_rings)], cfg.dim)
         coresets = list(st.prev) + [_reduce(cfg, ctx.noise, S, ("B", e, "epoch", t), job.z)]
         pts, w = epochs.release_sample(cfg, ctx.noise, WeightedSet.concat(coresets, cfg.dim), e + 1, t, job.z)
-        centers = epochs.release_centers(cfg, ctx.noise, pts, w, e + 1, t)
+        fp, fw = epochs.release_fit_sample(cfg, ctx.noise, coresets, pts, w, e + 1, t, job.z)
+        centers = epochs.release_centers(cfg, ctx.noise, fp, fw, e + 1, t)
         F = np.vstack([st.candidates, epochs.ring_centers(cfg, ctx.noise, pts, w, centers, e + 1, t)])
         # the next epoch's ring centers to every shard; the coresets so far ride with shard 0's copy
         # (AssignRings[e+1] shard 0 → RingMergeReduce[e+1] ring 0 → EpochClose[e+1]): a direct edge

@@ -48,6 +48,7 @@ class ReleaseRecord(NamedTuple):
     window: Optional[Tuple[np.ndarray, np.ndarray]]  # B's sample of the window, None: the run itself
     window_first_run: int
     same_as: Optional[int] = None     # release log: the tick of this run whose release holds this coreset
+    fit: Optional[Tuple[np.ndarray, np.ndarray]] = None  # what the centers are fitted to (None: the coreset)
 
 
 class RunSample(NamedTuple):
@@ -57,6 +58,7 @@ class RunSample(NamedTuple):
     weights: np.ndarray
     version: Tuple[int, int]
     window: Optional[Tuple[np.ndarray, np.ndarray]]
+    fit: Optional[Tuple[np.ndarray, np.ndarray]] = None  # what the centers are fitted to (None: the coreset)
 
 
 class ClosedRun(NamedTuple):
@@ -181,12 +183,14 @@ class _ReleaseFn(StageFn):
         window_sets, first = self._window_sets(st, r)
         before = run.last
         if changed_any or run.last is None:
-            S = WeightedSet.concat(run.closed + [_levels_set(run.levels.get(i, ()), cfg.dim)
-                                                    for i in range(I)], cfg.dim)
+            open_ = WeightedSet.concat([_levels_set(run.levels.get(i, ()), cfg.dim) for i in range(I)], cfg.dim)
+            sets = run.closed + [open_]
+            S = WeightedSet.concat(sets, cfg.dim)
             pts, w = epochs.release_sample(cfg, ctx.noise, S, e, t, job.z)
+            fit = epochs.release_fit_sample(cfg, ctx.noise, sets, pts, w, e, t, job.z)
             win = epochs.window_sample(cfg, ctx.noise, window_sets, pts, w, t, job.z) if window_sets else None
-            run.last = RunSample(pts, w, (e, t), win)
-        pts, w, version, win = run.last
+            run.last = RunSample(pts, w, (e, t), win, None if fit[0] is pts else fit)
+        pts, w, version, win, fit = run.last
         same_as = None
         if job.release_log:  # the rule of dpstream.release_log.ReleaseLog: the previous tick's, bit for bit
             if before is not None and same_coreset(before[0], before[1], pts, w):
@@ -194,7 +198,8 @@ class _ReleaseFn(StageFn):
             else:
                 run.anchor = t
         count = max(0.0, float(p.count)) if p.count is not None else float(w.sum())
-        rec = ReleaseRecord(r, t, g, e, pts, w, count, p.n_candidates, version, win, first, same_as)
+        rec = ReleaseRecord(r, t, g, e, pts, w, count, p.n_candidates, version, win, first, same_as=same_as,
+                            fit=fit)
         if p.final:  # the run ends: its final coreset joins the window, its state goes
             if cfg.window_runs == 0:
                 st.all_time = epochs.all_time_merge(cfg, ctx.noise, st.all_time, pts, w, r, job.z)
@@ -245,8 +250,8 @@ class _ClusterFn(StageFn):
         cfg, ctx = self.job.cfg, self.run(rec.run)
         ev, tv = rec.version
         # a pure function of (coreset, keys): a memo only skips refitting an unchanged coreset
-        centers = self._fit(("c", rec.run, ev, tv),
-                            lambda: epochs.release_centers(cfg, ctx.noise, rec.points, rec.weights, ev, tv))
+        fp, fw = rec.fit if rec.fit is not None else (rec.points, rec.weights)
+        centers = self._fit(("c", rec.run, ev, tv), lambda: epochs.release_centers(cfg, ctx.noise, fp, fw, ev, tv))
         wc = centers if rec.window is None else self._fit(
             ("w", rec.run, tv), lambda: epochs.window_centers(cfg, ctx.noise, rec.window[0], rec.window[1], tv))
         rel = Release(tick=rec.tick, epoch=rec.epoch, centers=centers, coreset_points=rec.points,

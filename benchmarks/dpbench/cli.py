@@ -16,7 +16,7 @@ from .runinfo import run_info
 from .summary import build_meta, summarise
 from .tasks import PREFIX_REF, PREPARE
 
-METHODS = list(PEERS)
+METHODS = [m for m, p in PEERS.items() if p.grid]
 QUICK = dict(datasets=["blobs_1e4", "blobs_1e4_inorder", "digits"], eps=[1.0, math.inf], seeds=2,
              kmedian=["blobs_1e4", "blobs_1e4_inorder"])
 DEFAULT_OUT = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "results")
@@ -31,7 +31,7 @@ def parser() -> argparse.ArgumentParser:
                     "ε ∈ {1, ∞}, 2 seeds (< 3 minutes)")
     ap.add_argument("--datasets", default=None, help="comma list (default: the grid; 'all' adds the sets outside "
                     "it); --list shows them")
-    ap.add_argument("--methods", default=None, help=f"comma list from {METHODS}")
+    ap.add_argument("--methods", default=None, help=f"comma list from {list(PEERS)} (default: {METHODS})")
     ap.add_argument("--eps", default=None, help="comma list of ε ('inf' = dpstream's non-private limit)")
     ap.add_argument("--seeds", type=int, default=None, help="seeds per cell (default 5, 2 with --quick)")
     ap.add_argument("--seeds-for", default="", help="per-data-set seed counts, e.g. blobs_1e6=3,pixels=3")

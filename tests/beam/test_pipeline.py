@@ -470,3 +470,24 @@ def test_cluster_ticks_with_the_whole_engine_in_one_key_equals_the_engine(tmp_pa
     got = sorted(_read_jsonl(out), key=lambda r: r["tick"])
     want = _engine_releases(job, seed_file, {t: X[(t - 1) * 100:t * 100] for t in range(1, 10) if t != 5})
     assert got == want and len(got) == 11
+
+
+def test_batch_job_with_the_dyadic_flush_ticks_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
+    """flush_schedule="dyadic" (ticks 4 and 16 flush without an epoch change on this stream): the
+    epoch planner's flush flags drive the job's rings exactly as the engine's own."""
+    orig = job_mod.engine_config
+    monkeypatch.setattr(job_mod, "engine_config", lambda job: orig(job).with_(flush_schedule="dyadic",
+                                                                              first_epoch_blocks=50.0))
+    rng = np.random.default_rng(3)
+    X = _blobs(1800, rng)
+    np.save(tmp_path / "a.npy", X)
+    out = tmp_path / "out"
+    argv = [f"--input={tmp_path}/a.npy", f"--output={out}", "--dim=2", "--radius=12", "--k=3",
+            "--tick_size=100", "--horizon_ticks=40", f"--seed_file={seed_file}", "--epsilon=1"]
+    _run_batch(argv)
+    got = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
+    job, _ = job_mod.parse_args(argv)
+    assert job_mod.engine_config(job).flush_schedule == "dyadic"
+    want = _engine_releases(job, seed_file, {t + 1: X[t * 100:(t + 1) * 100] for t in range(18)})
+    assert got == want and len(got) == 40
+    assert got[15]["epoch"] == 0  # ticks 4 and 16 flushed without an epoch change

@@ -13,7 +13,7 @@ every benchmark seed: seeds vary only the methods' randomness.
 """
 from __future__ import annotations
 
-from .registry import (INORDER, REGISTRY, Dataset, Raw, Spec, all_names, default_grid, default_kmedian,  # noqa: F401
+from .registry import (INORDER, first_points, REGISTRY, Dataset, Raw, Spec, all_names, default_grid, default_kmedian,  # noqa: F401
                        fingerprint, is_held_out, load, raw, register, spec, split_name)
 
 # the generators register themselves, in report order

@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from .registry import Raw, register
+from .registry import Raw, first_points, register
 
 
 def embeddings(n: int = 100_000, d: int = 256, k: int = 10, intrinsic: int = 24, spread: float = 0.75,
@@ -48,5 +48,6 @@ def embeddings(n: int = 100_000, d: int = 256, k: int = 10, intrinsic: int = 24,
 register("emb64", "embeddings")(lambda: embeddings(d=64))
 register("emb256", "embeddings", kmedian=True)(lambda: embeddings(d=256))
 register("emb784", "embeddings")(lambda: embeddings(d=784))
+register("emb784_1e4", "embeddings", grid=False)(first_points(lambda: embeddings(d=784), 10_000))
 # held out: another dimension (a common sentence-embedding size), intrinsic dimension and seed
 register("emb384", "embeddings", held_out=True)(lambda: embeddings(d=384, intrinsic=8, seed=1000))

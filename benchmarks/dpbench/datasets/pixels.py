@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from .registry import Raw, register
+from .registry import Raw, first_points, register
 
 
 def _prototypes(rng, side: int, k: int) -> np.ndarray:
@@ -54,4 +54,5 @@ def pixels(n: int = 100_000, side: int = 28, k: int = 10, seed: int = 0, tick: i
 
 
 register("pixels", "image-like pixels", held_out=True)(lambda: pixels(seed=1))
+register("pixels_1e4", "image-like pixels", held_out=True, grid=False)(first_points(lambda: pixels(seed=1), 10_000))
 register("pix784", "image-like pixels", grid=False)(lambda: pixels(seed=0))

@@ -131,3 +131,14 @@ def load(name: str) -> Dataset:
 def fingerprint(X: np.ndarray) -> str:
     """sha256 of the points (float64, C order), first 12 hex digits: the same data across runs."""
     return hashlib.sha256(np.ascontiguousarray(X, dtype=np.float64).tobytes()).hexdigest()[:12]
+
+
+def first_points(make: Callable[[], Raw], n: int) -> Callable[[], Raw]:
+    """A generator of the n points the shuffled stream of ``make``'s data starts with (the same public
+    rule): the first releases of that stream, as a data set of its own."""
+    def cut() -> Raw:
+        r = make()
+        keep = np.sort(np.random.default_rng(0).permutation(r.X.shape[0])[:n])
+        return Raw(r.X[keep], None if r.y is None else r.y[keep], r.k, r.tick, r.radius, r.center, r.bounds,
+                   r.rule + f" (the first {n:,} points of the shuffled stream)", dict(r.meta, first=n))
+    return cut

@@ -8,6 +8,8 @@ and the paper's strawmen as ablations.
   ``bicriteria=False, n_rings=1, ring_centers="bicriteria"`` (one part: every clipped point is in ring 0,
   whose ball has radius 2Λ).
 * ``dpstream_kmedian``: the defaults with ``objective="kmedian"``.
+* ``dpstream_default_horizon``: the defaults without ``horizon_ticks`` (``partial_fit``'s T = 1,024): what a
+  user who does not know the stream's length gets.
 """
 from __future__ import annotations
 
@@ -19,14 +21,16 @@ VARIANTS = {
     "dpstream_snap": dict(semicoreset="snap", ring_centers="bicriteria"),
     "dpstream_vanilla": dict(bicriteria=False, n_rings=1, ring_centers="bicriteria"),
     "dpstream_kmedian": dict(objective="kmedian"),
+    "dpstream_default_horizon": dict(horizon_ticks=None),
 }
 
 
 def make(ds, eps, seed, overrides):
     from dpstream import DPStreamClusterer
 
+    overrides = {"horizon_ticks": ds.T, **overrides}
     return DPStreamClusterer(ds.k, epsilon=eps, delta=DELTA, radius=ds.radius, center=ds.center,
-                             random_state=seed, tick_size=ds.tick, horizon_ticks=ds.T, **overrides)
+                             random_state=seed, tick_size=ds.tick, **overrides)
 
 
 def diagnostics(model) -> dict:
@@ -51,7 +55,9 @@ LABELS = {
     "dpstream_snap": "ablation: snap-to-bicriteria",
     "dpstream_vanilla": "ablation: vanilla DP merge-reduce, no rings",
     "dpstream_kmedian": "dpstream objective=\"kmedian\"",
+    "dpstream_default_horizon": "dpstream, partial_fit's default horizon (T = 1,024)",
 }
 for _v in VARIANTS:
     register(Peer(_v, LABELS[_v], runner(_v), eps_dependent=True, streaming=True,
-                  objective="kmedian" if _v == "dpstream_kmedian" else "kmeans"))
+                  objective="kmedian" if _v == "dpstream_kmedian" else "kmeans",
+                  grid=_v != "dpstream_default_horizon"))

@@ -22,6 +22,7 @@ class Peer:
     objective: str = "kmeans"  # the cost its ratio is taken in
     reference: bool = False  # seed 0 is the denominator of its objective's ratios
     seeded: bool = True  # False: one deterministic run (seed 0 only)
+    grid: bool = True  # in the default methods (else only when named in --methods)
     unavailable: Callable[[], Optional[str]] = lambda: None
 
 
