@@ -23,10 +23,13 @@ def _engine(cfg: EngineConfig):
     return Engine(cfg, _PLAN_KEY)
 
 
-def state_bound(cfg: EngineConfig, svt_scale: float, block_size: int, n_f: int = 1) -> float:
-    """The engine's state bound in floats (docs/internals.md), for ``n_f`` candidate centers:
-    a public function of the configuration (tests/test_adversarial_streams.py checks the engine
-    against the same formula tick by tick)."""
+def leaves_per_part(cfg: EngineConfig) -> int:
+    return {"tree": 2 ** cfg.tree_depth, "lloyd": cfg.n_clusters, "snap": 1}[cfg.semicoreset]
+
+
+def bound_terms(cfg: EngineConfig, svt_scale: float, block_size: int, n_f: int = 1) -> dict:
+    """The engine's state bound (docs/internals.md) term by term, in floats, for ``n_f`` candidate
+    centers: a public function of the configuration."""
     d, k, I, T, s_b = cfg.dim, cfg.n_clusters, cfg.n_rings, cfg.horizon_ticks, cfg.s_b
     K = cfg.n_trees * cfg.n_reps * cfg.buckets * sum(1 + cfg.id_bits(lv) for lv in range(cfg.grid_levels))
     lam = int(math.floor(math.log2(T + 1))) + 1
@@ -40,10 +43,23 @@ def state_bound(cfg: EngineConfig, svt_scale: float, block_size: int, n_f: int =
         block = (M + a) * (d + 1) + P
     else:
         block = min(M + a, P) * 2 + P
-    leaves = {"tree": 2 ** cfg.tree_depth, "lloyd": k, "snap": 1}[cfg.semicoreset]
-    return float((2 * K if cfg.bicriteria else 0) + (2 if (cfg.count_counter and not cfg.bicriteria) else 0)
-                 + ((d * n_f + (d + 2) * (n_f - 1)) if cfg.bicriteria else 0) + 2 * I + d * P + I * block
-                 + I * (P * leaves + (lam - 1) * s_b) * (d + 1) + E * s_b * (d + 1) + s_b * (d + 1) + k * d)
+    return {
+        "counters": 2 * K if cfg.bicriteria else 0,
+        "stream_counter": 2 if (cfg.count_counter and not cfg.bicriteria) else 0,
+        "F": d * n_f + (d + 2) * (n_f - 1) if cfg.bicriteria else 0,
+        "svt": 2 * I,
+        "ring_centers": d * P,
+        "blocks": I * block,
+        "levels": I * (P * leaves_per_part(cfg) + (lam - 1) * s_b) * (d + 1),
+        "epochs": E * s_b * (d + 1),
+        "cache": s_b * (d + 1) + k * d,
+    }
+
+
+def state_bound(cfg: EngineConfig, svt_scale: float, block_size: int, n_f: int = 1) -> float:
+    """The engine's state bound in floats (:func:`bound_terms` summed; tests/test_adversarial_streams.py
+    checks the engine against it tick by tick)."""
+    return float(sum(bound_terms(cfg, svt_scale, block_size, n_f).values()))
 
 
 def plan(cfg: EngineConfig, points_per_tick: Optional[float] = None) -> dict:

@@ -43,9 +43,10 @@ import numpy as np
 import pytest
 
 from dpstream.engine import Engine, clip_to_ball
+from dpstream import planning
 from dpstream.params import EngineConfig
 
-BETA = 1e-6  # failure probability of the buffer term (Laplace tails of the sparse vector)
+BETA = planning.BETA  # failure probability of the buffer term (Laplace tails of the sparse vector)
 BASE = dict(n_clusters=3, dim=2, radius=10.0, epsilon=1.0, block_size=200, bicriteria=True,
             privacy_split=(0.1, 0.05, 0.85))
 DEFAULTS = dict(n_clusters=3, dim=2, radius=10.0, epsilon=1.0)  # no bicriteria, stream counter, rule M
@@ -77,35 +78,9 @@ def f_cap(cfg: EngineConfig) -> int:
     return 1 + cfg.n_trees * per_tree
 
 
-def leaves_per_part(cfg: EngineConfig) -> int:
-    return {"tree": 2 ** cfg.tree_depth, "lloyd": cfg.n_clusters, "snap": 1}[cfg.semicoreset]
-
-
 def bound_terms(cfg: EngineConfig, svt_scale: float, n_f: int, M: int) -> dict:
-    """The bound of the module docstring, term by term (floats)."""
-    d, k, I, T, s_b = cfg.dim, cfg.n_clusters, cfg.n_rings, cfg.horizon_ticks, cfg.s_b
-    K = cfg.n_trees * cfg.n_reps * cfg.buckets * sum(1 + cfg.id_bits(lv) for lv in range(cfg.grid_levels))
-    lam = int(math.floor(math.log2(T + 1))) + 1
-    E = int(math.floor(math.log2(T))) + 1
-    a = 2.0 * svt_scale * math.log(I * T / BETA)
-    P = n_f + k
-    if cfg.semicoreset == "tree":
-        block = min(M + a, P * 2 ** cfg.tree_depth) * (d + 2) + cfg.tree_depth * d + P
-    elif cfg.semicoreset == "lloyd":
-        block = (M + a) * (d + 1) + P
-    else:
-        block = min(M + a, P) * 2 + P
-    return {
-        "counters": 2 * K if cfg.bicriteria else 0,
-        "stream_counter": 2 if (cfg.count_counter and not cfg.bicriteria) else 0,
-        "F": d * n_f + (d + 2) * (n_f - 1) if cfg.bicriteria else 0,
-        "svt": 2 * I,
-        "ring_centers": d * P,
-        "blocks": I * block,
-        "levels": I * (P * leaves_per_part(cfg) + (lam - 1) * s_b) * (d + 1),
-        "epochs": E * s_b * (d + 1),
-        "cache": s_b * (d + 1) + k * d,
-    }
+    """The bound of the module docstring, term by term (floats): the plan's own formula."""
+    return planning.bound_terms(cfg, svt_scale, M, n_f)
 
 
 def state_bound(e: Engine, n_f: int) -> float:
@@ -164,7 +139,7 @@ class Monitor:
             lv = r.levels
             assert len(lv) <= int(math.floor(math.log2(T + 1))) + 1, (i, len(lv))
             if lv and lv[0] is not None:
-                assert len(lv[0]) <= (n_f + k) * leaves_per_part(cfg)
+                assert len(lv[0]) <= (n_f + k) * planning.leaves_per_part(cfg)
             assert all(len(s) <= s_b for s in lv[1:] if s is not None)
         assert len(e.epoch_coresets) <= int(math.floor(math.log2(T))) + 1
         assert all(len(s) <= s_b for s in e.epoch_coresets)
