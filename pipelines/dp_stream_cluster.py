@@ -212,6 +212,7 @@ class Job:
     window_runs: int = 1  # closed runs merged into each release's window_centers (0: all)
     columns: Optional[tuple] = None  # --columns: names or indexes (pipelines.formats)
     csv_columns: Optional[tuple] = None  # --columns resolved to CSV field indexes at launch
+    csv_id_column: Optional[int] = None  # --privacy_id_field resolved to a CSV field index at launch
     delimiter: str = ","
     ts_unit: str = "s"
     max_dead_letter_fraction: float = 0.5  # pipelines.exit_codes
@@ -263,6 +264,7 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
     from pipelines import user_options
     try:
         user_options.prepare(ns)
+        unit_options.prepare(ns)
     except ValueError as e:
         raise OptionError(str(e)) from None
     bns, unknown = _beam_parser().parse_known_args(rest)
@@ -579,8 +581,9 @@ def build(p, job: Job, seed_path: str, source=None):
             sfx = "" if len(by_fmt) == 1 else "_" + fmt
             records = p | ("ReadFiles" + sfx) >> ReadFileRecords(files=specs)
             if job.unit is not None:  # (id, point) pairs, bounded per (run, unit) below
-                outs.append(records | ("ParsePoints" + sfx) >> ParsePointsWithId(job.dim, fmt,
-                                                                                 job.unit["privacy_unit"]))
+                outs.append(records | ("ParsePoints" + sfx) >> ParsePointsWithId(
+                    job.dim, fmt, job.unit["privacy_unit"], text_options=text_options(job, fmt),
+                    csv_index=job.csv_id_column))
                 continue
             outs.append(records | ("ParsePoints" + sfx) >> ParsePoints(job.dim, fmt, batch_arrays=True,
                                                                        text_options=text_options(job, fmt)))

@@ -1,8 +1,8 @@
 """The job's contribution bounding: one privacy unit per record, bounded per (run, unit) key.
 
 ``ParsePointsWithId(dim, fmt, field)`` parses like :class:`~transforms.parse.ParsePoints` and pairs
-every valid point with the privacy id in its JSON record's ``field`` (a string or an integer); a
-valid point without one is dead-lettered ``no_privacy_id``, keeping its slot (⊥ there: no other
+every valid point with its privacy id: its JSON record's ``field`` (a string or an integer) or, for a
+CSV line, the field at ``csv_index`` (the header column the job resolved at launch); a valid point without one is dead-lettered ``no_privacy_id``, keeping its slot (⊥ there: no other
 record moves). ``BoundContributions(cfg, tick_size)`` then groups the points by (run, unit) — one
 key per unit and run, so the work and the state scale out with the units and a run's keys are gone
 when the run ends — and applies :func:`dpstream.contributions.unit_keep` (records) or
@@ -27,21 +27,26 @@ from apache_beam.metrics import Metrics
 from dpstream.contributions import unit_keep, unit_tick_means
 from dpstream.params import EngineConfig
 from transforms.parse import DEAD_LETTER, MAIN, NAMESPACE, Lines, ParsedBatch, ParsedPoint, ParsePointsFn, Record, \
-    as_record, dead_letter_of, show_raw
+    TextOptions, as_record, dead_letter_of, show_raw
 
 NO_PRIVACY_ID = "no_privacy_id"
 
 
-def privacy_id_of(raw, field: str):
-    """The id in a JSON record's ``field``: a string or an integer (booleans, floats, objects and a
-    missing key are no id), or None."""
+def privacy_id_of(raw, field: str, csv_index: Optional[int] = None, delimiter: str = ","):
+    """The privacy id of one text record, or None: a JSON object's ``field`` (a string or an integer;
+    booleans, floats, objects and a missing key are no id), or a CSV line's field ``csv_index`` (a
+    string; an empty field is no id)."""
     try:
         text = bytes(raw).decode("utf-8") if isinstance(raw, (bytes, bytearray, memoryview)) else raw
         if not isinstance(text, str):
             return None
         text = text.strip().lstrip("\ufeff").strip()
         if not text.startswith("{"):
-            return None
+            if csv_index is None:
+                return None
+            fields = text.split(delimiter)
+            v = fields[csv_index].strip() if csv_index < len(fields) else ""
+            return v or None
         v = json.loads(text).get(field)
     except Exception:
         return None
@@ -54,9 +59,11 @@ class ParsePointsWithIdFn(ParsePointsFn):
     """:class:`ParsePointsFn` whose main output is ``(privacy id, ParsedPoint)``."""
 
     def __init__(self, dim: int, fmt: str, field: str, label_prefix: str = "",
-                 max_clock_skew_seconds: Optional[float] = None):
-        super().__init__(dim, fmt, label_prefix, False, max_clock_skew_seconds)
-        self.field = field
+                 max_clock_skew_seconds: Optional[float] = None, text_options: Optional[TextOptions] = None,
+                 csv_index: Optional[int] = None):
+        super().__init__(dim, fmt, label_prefix, False, max_clock_skew_seconds, text_options)
+        self.field, self.csv_index = field, csv_index
+        self.delimiter = text_options.delimiter if text_options is not None else ","
 
     def _make_counters(self):
         super()._make_counters()
@@ -85,7 +92,7 @@ class ParsePointsWithIdFn(ParsePointsFn):
     def _process_one(self, element):
         try:
             rec = element if isinstance(element, Record) else as_record(element)
-            pid = privacy_id_of(rec.raw, self.field)
+            pid = privacy_id_of(rec.raw, self.field, self.csv_index, self.delimiter)
         except Exception:
             rec, pid = None, None
         for out in super().process(element):
@@ -101,7 +108,8 @@ class ParsePointsWithIdFn(ParsePointsFn):
                 self._no_id.inc()
                 yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter_of(
                     show_raw(rec.raw) if rec is not None else "", NO_PRIVACY_ID,
-                    f"the record has no privacy id in {self.field!r} (a string or an integer)",
+                    f"the record has no privacy id in {self.field!r} (a JSON string or integer, a non-empty CSV "
+                    f"field)",
                     out.slot, out.ts, out.message_id))
             else:
                 yield pid, out
@@ -109,9 +117,11 @@ class ParsePointsWithIdFn(ParsePointsFn):
 
 class ParsePointsWithId(beam.PTransform):
     def __init__(self, dim: int, fmt: str, field: str, label_prefix: str = "",
-                 max_clock_skew_seconds: Optional[float] = None, label: Optional[str] = None):
+                 max_clock_skew_seconds: Optional[float] = None, label: Optional[str] = None,
+                 text_options: Optional[TextOptions] = None, csv_index: Optional[int] = None):
         super().__init__(label)
-        self._fn = ParsePointsWithIdFn(dim, fmt, field, label_prefix, max_clock_skew_seconds)
+        self._fn = ParsePointsWithIdFn(dim, fmt, field, label_prefix, max_clock_skew_seconds, text_options,
+                                       csv_index)
 
     def expand(self, pcoll):
         return pcoll | "ParseRecordsWithId" >> beam.ParDo(self._fn).with_outputs(DEAD_LETTER, main=MAIN)
