@@ -566,6 +566,7 @@ def build(p, job: Job, seed_path: str, source=None):
     from transforms.dedup import DedupByMessageId
     from pipelines import local_runner
     from transforms.units import BoundContributions, ParsePointsWithId
+    from transforms.unit_timers import BoundContributionsOnTime
 
     local_runner.install(p.runner)  # local runners, measured Beam versions only (pipelines/local_runner)
 
@@ -583,7 +584,7 @@ def build(p, job: Job, seed_path: str, source=None):
             if job.unit is not None:  # (id, point) pairs, bounded per (run, unit) below
                 outs.append(records | ("ParsePoints" + sfx) >> ParsePointsWithId(
                     job.dim, fmt, job.unit["privacy_unit"], text_options=text_options(job, fmt),
-                    csv_index=job.csv_id_column))
+                    csv_index=job.csv_id_column, pack=job.clock == "position"))
                 continue
             outs.append(records | ("ParsePoints" + sfx) >> ParsePoints(job.dim, fmt, batch_arrays=True,
                                                                        text_options=text_options(job, fmt)))
@@ -592,13 +593,17 @@ def build(p, job: Job, seed_path: str, source=None):
         else:
             points = tuple(o.points for o in outs) | "AllPoints" >> beam.Flatten()
             dead_letter = tuple(o.dead_letter for o in outs) | "AllDeadLetters" >> beam.Flatten()
-        if job.unit is not None:
+        if job.unit is not None and job.clock == "position":
             points = points | "BoundContributions" >> BoundContributions(cfg, job.tick_size)
+        elif job.unit is not None:
+            points = points | "BoundContributions" >> BoundContributionsOnTime(cfg, clock,
+                                                                               job.allowed_lateness_seconds)
     else:
         if source is not None:
             records = source
         elif job.source == "pubsub":
-            records = p | "ReadPubSub" >> ReadPubSubRecords(job.subscription, job.topic)
+            records = p | "ReadPubSub" >> ReadPubSubRecords(
+                job.subscription, job.topic, id_attribute=None if job.unit is None else job.unit["privacy_unit"])
         else:
             records = p | "BuiltinStream" >> BuiltinStream(job.builtin_n)
         skew = None
@@ -610,9 +615,18 @@ def build(p, job: Job, seed_path: str, source=None):
                                                                        key_buckets=buckets)
             skew = job.max_clock_skew_seconds
         fmt = job.fmt or ("numpy" if job.source == "builtin" and source is None else "auto")
-        parsed = records | "ParsePoints" >> ParsePoints(job.dim, fmt, batch_arrays=True, max_clock_skew_seconds=skew,
-                                                        text_options=text_options(job, fmt))
+        if job.unit is None:
+            parsed = records | "ParsePoints" >> ParsePoints(job.dim, fmt, batch_arrays=True,
+                                                            max_clock_skew_seconds=skew,
+                                                            text_options=text_options(job, fmt))
+        else:  # (id, point) pairs: the id from the message's attribute, else the JSON key
+            parsed = records | "ParsePoints" >> ParsePointsWithId(job.dim, fmt, job.unit["privacy_unit"],
+                                                                  max_clock_skew_seconds=skew,
+                                                                  text_options=text_options(job, fmt))
         points, dead_letter = parsed.points, parsed.dead_letter
+        if job.unit is not None:
+            points = points | "BoundContributions" >> BoundContributionsOnTime(cfg, clock,
+                                                                               job.allowed_lateness_seconds)
     ticks = points | "BatchIntoTicks" >> _batch_into_ticks(job)
     mode = "streaming" if job.streaming or job.tick_timer == "looping" else "batch"
     delay = close_delay_seconds(job)

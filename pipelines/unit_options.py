@@ -10,9 +10,10 @@ def add_options(ap) -> None:
     g = ap.add_argument_group("privacy unit (user-level privacy)")
     g.add_argument("--privacy_id_field",
                    help="protect one person (device, account) instead of one record: where each record holds its "
-                        "privacy id: a key of the JSON record (a string or an integer) or a CSV column named in "
-                        "the header (implies --csv_header for .csv input); records without one are dead-lettered "
-                        "(no_privacy_id). Needs --max_contributions")
+                        "privacy id: a key of the JSON record (a string or an integer), a CSV column named in "
+                        "the header (implies --csv_header for .csv input), or a Pub/Sub message attribute (which "
+                        "wins over the JSON key); records without one are dead-lettered (no_privacy_id). Needs "
+                        "--max_contributions")
     g.add_argument("--max_contributions", type=int,
                    help="public bound L: records (or tick means) one privacy id keeps per run; the rest are dropped")
     g.add_argument("--max_contributions_per_tick", type=int,
@@ -39,8 +40,8 @@ def unit_of(ns, clock: str, fmt: Optional[str], source: str, error) -> Optional[
         return None
     if ns.max_contributions is None:
         raise error("--privacy_id_field needs --max_contributions (L, the records one id keeps per run)")
-    if source != "files" or clock != "position":
-        raise error("--privacy_id_field runs on file input (the position clock) only so far")
+    if source == "builtin":
+        raise error("--privacy_id_field: the built-in stream's records carry no privacy id")
     if fmt == "numpy":
         raise error("--privacy_id_field reads the id from JSON records or CSV columns; numpy rows carry no id")
     return {"privacy_unit": ns.privacy_id_field, "max_contributions": ns.max_contributions,

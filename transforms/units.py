@@ -16,8 +16,9 @@ Position clock (bounded files) only: the unit's ticks come from its slots.
 """
 from __future__ import annotations
 
+import functools
 import json
-from typing import Optional
+from typing import NamedTuple, Optional
 
 import numpy as np
 
@@ -27,9 +28,15 @@ from apache_beam.metrics import Metrics
 from dpstream.contributions import unit_keep, unit_tick_means
 from dpstream.params import EngineConfig
 from transforms.parse import DEAD_LETTER, MAIN, NAMESPACE, Lines, ParsedBatch, ParsedPoint, ParsePointsFn, Record, \
-    TextOptions, as_record, dead_letter_of, show_raw
+    TextOptions, _check_slot, as_record, dead_letter_of, show_raw
 
 NO_PRIVACY_ID = "no_privacy_id"
+
+
+class UnitRows(NamedTuple):
+    """One unit's valid rows of one block of a bounded input: points ``(m, dim)`` and their slots."""
+    points: np.ndarray
+    slots: np.ndarray
 
 
 def privacy_id_of(raw, field: str, csv_index: Optional[int] = None, delimiter: str = ","):
@@ -60,9 +67,9 @@ class ParsePointsWithIdFn(ParsePointsFn):
 
     def __init__(self, dim: int, fmt: str, field: str, label_prefix: str = "",
                  max_clock_skew_seconds: Optional[float] = None, text_options: Optional[TextOptions] = None,
-                 csv_index: Optional[int] = None):
-        super().__init__(dim, fmt, label_prefix, False, max_clock_skew_seconds, text_options)
-        self.field, self.csv_index = field, csv_index
+                 csv_index: Optional[int] = None, pack: bool = False):
+        super().__init__(dim, fmt, label_prefix, True, max_clock_skew_seconds, text_options)
+        self.field, self.csv_index, self.pack = field, csv_index, bool(pack)
         self.delimiter = text_options.delimiter if text_options is not None else ","
 
     def _make_counters(self):
@@ -81,18 +88,59 @@ class ParsePointsWithIdFn(ParsePointsFn):
         except Exception:
             pass
         if rec is not None and isinstance(rec.raw, Lines):
-            # a block of text lines (the file reader's unit): every line has its own id, so each line is
-            # parsed on its own, at its own slot (JSON parsing is per line anyway)
-            for i, line in enumerate(rec.raw):
+            if self.pack and rec.slot is not None and _check_slot(rec.slot)[1] is None:
+                yield from self._process_block(rec)
+                return
+            for i, line in enumerate(rec.raw):  # line by line, each at its own slot
                 slot = None if rec.slot is None else rec.slot + i
                 yield from self._process_one(Record(line, slot, rec.ts, rec.message_id))
             return
         yield from self._process_one(element)
 
+    def _process_block(self, rec):
+        """A block of text lines (the file reader's unit) parsed as ParsePoints parses it; every valid row
+        gets the id of its own line, and the rows go out grouped by id, one :class:`UnitRows` per id and
+        block: the shuffle by (run, unit) then moves a few arrays per block, not one element per record."""
+        lines, base = rec.raw, rec.slot
+        pts, slots = [], []
+        for out in super().process(rec):
+            if isinstance(out, beam.pvalue.TaggedOutput):
+                yield out
+            elif isinstance(out, ParsedBatch):
+                pts.append(out.points)
+                slots.append(np.asarray(out.slots, dtype=np.int64))
+            else:
+                pts.append(out.point[None, :])
+                slots.append(np.array([out.slot], dtype=np.int64))
+        if not pts:
+            return
+        X, S = np.concatenate(pts), np.concatenate(slots)
+        pid_of = functools.partial(privacy_id_of, field=self.field, csv_index=self.csv_index,
+                                   delimiter=self.delimiter)
+        ids = list(map(pid_of, map(lines.__getitem__, (S - base).tolist())))  # one JSON read (or split) per line
+        codes = {}
+        code = np.fromiter((-1 if v is None else codes.setdefault(v, len(codes)) for v in ids), np.int64, len(ids))
+        for i in np.flatnonzero(code < 0).tolist():
+            self._no_id.inc()
+            yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter_of(
+                show_raw(lines[int(S[i]) - base]), NO_PRIVACY_ID, self._no_id_detail(), int(S[i]), rec.ts,
+                rec.message_id))
+        order = np.argsort(code, kind="stable")
+        sc = code[order]
+        cuts = np.flatnonzero(np.diff(sc)) + 1
+        uniq = list(codes)
+        for grp in np.split(order, cuts):
+            if grp.size and code[grp[0]] >= 0:
+                yield uniq[code[grp[0]]], UnitRows(X[grp], S[grp])
+
+    def _no_id_detail(self) -> str:
+        return f"the record has no privacy id in {self.field!r} (a JSON string or integer, a non-empty CSV field)"
+
     def _process_one(self, element):
         try:
             rec = element if isinstance(element, Record) else as_record(element)
-            pid = privacy_id_of(rec.raw, self.field, self.csv_index, self.delimiter)
+            pid = rec.privacy_id if isinstance(rec.privacy_id, (str, int)) and not isinstance(rec.privacy_id, bool) \
+                and rec.privacy_id != "" else privacy_id_of(rec.raw, self.field, self.csv_index, self.delimiter)
         except Exception:
             rec, pid = None, None
         for out in super().process(element):
@@ -107,9 +155,7 @@ class ParsePointsWithIdFn(ParsePointsFn):
             elif pid is None:
                 self._no_id.inc()
                 yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter_of(
-                    show_raw(rec.raw) if rec is not None else "", NO_PRIVACY_ID,
-                    f"the record has no privacy id in {self.field!r} (a JSON string or integer, a non-empty CSV "
-                    f"field)",
+                    show_raw(rec.raw) if rec is not None else "", NO_PRIVACY_ID, self._no_id_detail(),
                     out.slot, out.ts, out.message_id))
             else:
                 yield pid, out
@@ -118,17 +164,18 @@ class ParsePointsWithIdFn(ParsePointsFn):
 class ParsePointsWithId(beam.PTransform):
     def __init__(self, dim: int, fmt: str, field: str, label_prefix: str = "",
                  max_clock_skew_seconds: Optional[float] = None, label: Optional[str] = None,
-                 text_options: Optional[TextOptions] = None, csv_index: Optional[int] = None):
+                 text_options: Optional[TextOptions] = None, csv_index: Optional[int] = None, pack: bool = False):
         super().__init__(label)
         self._fn = ParsePointsWithIdFn(dim, fmt, field, label_prefix, max_clock_skew_seconds, text_options,
-                                       csv_index)
+                                       csv_index, pack)
 
     def expand(self, pcoll):
         return pcoll | "ParseRecordsWithId" >> beam.ParDo(self._fn).with_outputs(DEAD_LETTER, main=MAIN)
 
 
 class _BoundUnitFn(beam.DoFn):
-    """One (run, unit) key: the unit's points of the run, sorted by slot, cut by the public bounds."""
+    """One (run, unit) key: the unit's rows of the run, sorted by slot, cut by the public bounds; out as one
+    ParsedBatch (position clock: the slots are the clock)."""
 
     def __init__(self, cfg: EngineConfig, tick_size: int):
         self.cfg, self.tick_size = cfg, int(tick_size)
@@ -137,29 +184,48 @@ class _BoundUnitFn(beam.DoFn):
         self._dropped = Metrics.counter(NAMESPACE, "contributions_dropped")  # telemetry, never released
 
     def process(self, element):
-        (run, _), pts = element
+        (run, _), chunks = element
         if run < 0:  # no slot: no tick on the position clock (BatchIntoTicks would drop it as no_clock)
             return
-        pts = sorted(pts, key=lambda p: p.slot)
-        slots = np.fromiter((p.slot for p in pts), dtype=np.int64, count=len(pts))
+        chunks = list(chunks)
+        X = np.concatenate([c.points for c in chunks])
+        slots = np.concatenate([c.slots for c in chunks])
+        order = np.argsort(slots, kind="stable")
+        X, slots = X[order], slots[order]
         ticks = slots // self.tick_size
         cfg = self.cfg
         if cfg.contribution == "tick_mean":
-            X = np.stack([p.point for p in pts])
             means, first = unit_tick_means(X, ticks, cfg.max_contributions, cfg)
-            self._dropped.inc(len(pts) - len(first))
-            for m, i in zip(means, first.tolist()):
-                p = pts[i]
-                yield ParsedPoint(m, p.slot, p.ts, p.message_id, p.publish_time)
+            self._dropped.inc(len(slots) - len(first))
+            yield ParsedBatch(means, slots[first], None)
             return
         keep = unit_keep(ticks, cfg.max_contributions, cfg.per_tick_bound)
-        self._dropped.inc(int((~keep).sum()))
-        for i in np.flatnonzero(keep).tolist():
-            yield pts[i]
+        n_keep = int(keep.sum())
+        self._dropped.inc(len(slots) - n_keep)
+        if n_keep:
+            yield ParsedBatch(X[keep], slots[keep], None)
+
+
+def _by_run(run_slots: int):
+    def split(kv):
+        pid, rows = kv
+        if isinstance(rows, ParsedPoint):  # one record (a stream's, or a test's)
+            s = -1 if rows.slot is None else int(rows.slot)
+            yield (-1 if s < 0 else s // run_slots, pid), UnitRows(rows.point[None, :], np.array([s], np.int64))
+            return
+        runs = rows.slots // run_slots
+        if runs.min() == runs.max():  # a block is in one run except at a run boundary
+            yield (int(runs[0]), pid), rows
+            return
+        for r in np.unique(runs).tolist():
+            m = runs == r
+            yield (r, pid), UnitRows(rows.points[m], rows.slots[m])
+    return split
 
 
 class BoundContributions(beam.PTransform):
-    """``(privacy id, ParsedPoint)`` → the ParsedPoints the unit's bounds keep (module docstring)."""
+    """``(privacy id, UnitRows | ParsedPoint)`` → ParsedBatches of the rows the unit's bounds keep (module
+    docstring)."""
 
     def __init__(self, cfg: EngineConfig, tick_size: int, label: Optional[str] = None):
         super().__init__(label)
@@ -168,13 +234,8 @@ class BoundContributions(beam.PTransform):
         self.cfg, self.tick_size = cfg, int(tick_size)
 
     def expand(self, pcoll):
-        run_ticks = self.cfg.horizon_ticks * self.tick_size  # slots per run
-
-        def key(kv):
-            pid, p = kv
-            return (-1 if p.slot is None else p.slot // run_ticks, pid), p
-
+        run_slots = self.cfg.horizon_ticks * self.tick_size  # slots per run
         return (pcoll
-                | "KeyByRunAndUnit" >> beam.Map(key)
+                | "KeyByRunAndUnit" >> beam.FlatMap(_by_run(run_slots))
                 | "GroupByRunAndUnit" >> beam.GroupByKey()
                 | "BoundUnit" >> beam.ParDo(_BoundUnitFn(self.cfg, self.tick_size)))

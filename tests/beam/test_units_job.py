@@ -186,5 +186,5 @@ def test_bound_contributions_stage_resets_at_each_run():
     elems += [("b", ParsedPoint(np.array([0.0]), s, None)) for s in (4, 5, 11)]
     with TestPipeline() as p:
         out = (p | beam.Create(elems) | BoundContributions(cfg, tick_size=3)
-               | beam.Map(lambda q: q.slot))
+               | beam.FlatMap(lambda q: q.slots.tolist()))
         assert_that(out, equal_to([0, 1, 6, 7, 4, 5, 11]))
