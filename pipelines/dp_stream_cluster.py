@@ -683,8 +683,11 @@ def _batch_into_ticks(job: Job):
     from transforms.ticks import BatchIntoTicks
 
     if job.clock == "position":
+        # the per-unit bounding emits each unit's run, not tick after tick: flush every ~32 MB of points
+        # rather than every 65,536, or each flush holds a partial of almost every (shard, tick)
+        extra = {} if job.unit is None else {"max_buffer": max(1 << 16, (1 << 22) // job.dim)}
         return BatchIntoTicks("position", tick_size=job.tick_size, horizon_ticks=job.total_ticks,
-                              n_shards=job.point_shards, dim=job.dim, keep_order_keys=True, group=False)
+                              n_shards=job.point_shards, dim=job.dim, keep_order_keys=True, group=False, **extra)
     return BatchIntoTicks("event_time", tick_seconds=job.tick_seconds, t_start=job.t_start,
                           horizon_ticks=job.total_ticks, n_shards=job.point_shards, dim=job.dim,
                           allowed_lateness_seconds=job.allowed_lateness_seconds, pane_seconds=PANE_SECONDS,

@@ -1,23 +1,32 @@
-"""The job's contribution bounding: one privacy unit per record, bounded per (run, unit) key.
+"""The job's contribution bounding on the position clock: one privacy unit per record, bounded per
+(run, unit) key.
 
 ``ParsePointsWithId(dim, fmt, field)`` parses like :class:`~transforms.parse.ParsePoints` and pairs
-every valid point with its privacy id: its JSON record's ``field`` (a string or an integer) or, for a
-CSV line, the field at ``csv_index`` (the header column the job resolved at launch); a valid point without one is dead-lettered ``no_privacy_id``, keeping its slot (⊥ there: no other
-record moves). ``BoundContributions(cfg, tick_size)`` then groups the points by (run, unit) — one
-key per unit and run, so the work and the state scale out with the units and a run's keys are gone
-when the run ends — and applies :func:`dpstream.contributions.unit_keep` (records) or
-:func:`dpstream.contributions.unit_tick_means` (tick means) to the unit's points in slot order:
-the rule the library applies tick by tick, reading nothing but the unit's own records and public
-parameters. What comes out are ordinary ParsedPoints (a tick mean at the slot of the unit's first
-record of the tick), so ``BatchIntoTicks`` and every later stage run unchanged, and the job's
-releases equal ``DPStreamClusterer.fit(X, privacy_ids=…)``'s for the same seed, rows and ids.
+every valid point with its privacy id: the record's carrier id (a Pub/Sub attribute,
+``Record.privacy_id``), else its JSON record's ``field`` (a string or an integer) or, for a CSV line,
+the field at ``csv_index`` (the header column the job resolved at launch). A valid point without one is
+dead-lettered ``no_privacy_id``, keeping its slot (⊥ there: no other record moves). With ``pack`` (file
+input on the position clock) a block's rows leave grouped by their unit's bucket (a fixed hash of the
+id, :data:`UNIT_BUCKETS` per run), one :class:`UnitRows` with the rows' ids per bucket and block, so
+the shuffle moves a few arrays per block, not one element per record or per unit; otherwise one
+``(id, ParsedPoint)`` per record (streams: :mod:`transforms.unit_timers`).
 
-Position clock (bounded files) only: the unit's ticks come from its slots.
+``BoundContributions(cfg, tick_size)`` then groups the rows by (run, bucket) — the work scales out
+with the buckets and a run's keys are gone when the run ends — and applies to each unit's rows, in
+slot order, :func:`dpstream.contributions.unit_keep` (records) or
+:func:`dpstream.contributions.unit_tick_means` (tick means), vectorised over the bucket's units
+(``units_keep``, ``units_tick_means``: each unit decided from its own rows alone, tested against the
+one-unit functions): the rule the library applies tick by tick, reading nothing but the unit's own
+records and public parameters.
+What comes out is one ordinary ParsedBatch per key (a tick mean at the slot of the unit's first record
+of the tick), so ``BatchIntoTicks`` and every later stage run unchanged, and the job's releases equal
+``DPStreamClusterer.fit(X, privacy_ids=…)``'s for the same seed, rows and ids.
 """
 from __future__ import annotations
 
 import functools
 import json
+import zlib
 from typing import NamedTuple, Optional
 
 import numpy as np
@@ -25,7 +34,7 @@ import numpy as np
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from dpstream.contributions import unit_keep, unit_tick_means
+from dpstream.contributions import units_keep, units_tick_means
 from dpstream.params import EngineConfig
 from transforms.parse import DEAD_LETTER, MAIN, NAMESPACE, Lines, ParsedBatch, ParsedPoint, ParsePointsFn, Record, \
     TextOptions, _check_slot, as_record, dead_letter_of, show_raw
@@ -33,10 +42,20 @@ from transforms.parse import DEAD_LETTER, MAIN, NAMESPACE, Lines, ParsedBatch, P
 NO_PRIVACY_ID = "no_privacy_id"
 
 
+UNIT_BUCKETS = 128  # keys per run of the bounding shuffle (public): units are spread over them by a hash of the id
+
+
+def unit_bucket(pid) -> int:
+    """A unit's bucket: a fixed hash of its id (the same in every worker process), never of its records."""
+    return zlib.crc32(repr(pid).encode("utf-8", "surrogatepass")) % UNIT_BUCKETS
+
+
 class UnitRows(NamedTuple):
-    """One unit's valid rows of one block of a bounded input: points ``(m, dim)`` and their slots."""
+    """Valid rows of one block of a bounded input whose units share a bucket: points ``(m, dim)``, their
+    slots and their privacy ids."""
     points: np.ndarray
     slots: np.ndarray
+    ids: list
 
 
 def privacy_id_of(raw, field: str, csv_index: Optional[int] = None, delimiter: str = ","):
@@ -63,7 +82,7 @@ def privacy_id_of(raw, field: str, csv_index: Optional[int] = None, delimiter: s
 
 
 class ParsePointsWithIdFn(ParsePointsFn):
-    """:class:`ParsePointsFn` whose main output is ``(privacy id, ParsedPoint)``."""
+    """:class:`ParsePointsFn` whose main output is ``(privacy id, ParsedPoint | UnitRows)``."""
 
     def __init__(self, dim: int, fmt: str, field: str, label_prefix: str = "",
                  max_clock_skew_seconds: Optional[float] = None, text_options: Optional[TextOptions] = None,
@@ -118,20 +137,17 @@ class ParsePointsWithIdFn(ParsePointsFn):
         pid_of = functools.partial(privacy_id_of, field=self.field, csv_index=self.csv_index,
                                    delimiter=self.delimiter)
         ids = list(map(pid_of, map(lines.__getitem__, (S - base).tolist())))  # one JSON read (or split) per line
-        codes = {}
-        code = np.fromiter((-1 if v is None else codes.setdefault(v, len(codes)) for v in ids), np.int64, len(ids))
-        for i in np.flatnonzero(code < 0).tolist():
+        bucket_of = {u: -1 if u is None else unit_bucket(u) for u in dict.fromkeys(ids)}
+        b = np.fromiter(map(bucket_of.__getitem__, ids), np.int64, len(ids))
+        for i in np.flatnonzero(b < 0).tolist():
             self._no_id.inc()
             yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter_of(
                 show_raw(lines[int(S[i]) - base]), NO_PRIVACY_ID, self._no_id_detail(), int(S[i]), rec.ts,
                 rec.message_id))
-        order = np.argsort(code, kind="stable")
-        sc = code[order]
-        cuts = np.flatnonzero(np.diff(sc)) + 1
-        uniq = list(codes)
-        for grp in np.split(order, cuts):
-            if grp.size and code[grp[0]] >= 0:
-                yield uniq[code[grp[0]]], UnitRows(X[grp], S[grp])
+        order = np.argsort(b, kind="stable")
+        for grp in np.split(order, np.flatnonzero(np.diff(b[order])) + 1):
+            if grp.size and b[grp[0]] >= 0:
+                yield int(b[grp[0]]), UnitRows(X[grp], S[grp], list(map(ids.__getitem__, grp.tolist())))
 
     def _no_id_detail(self) -> str:
         return f"the record has no privacy id in {self.field!r} (a JSON string or integer, a non-empty CSV field)"
@@ -174,8 +190,9 @@ class ParsePointsWithId(beam.PTransform):
 
 
 class _BoundUnitFn(beam.DoFn):
-    """One (run, unit) key: the unit's rows of the run, sorted by slot, cut by the public bounds; out as one
-    ParsedBatch (position clock: the slots are the clock)."""
+    """One (run, bucket) key: each unit's rows of the run, in slot order, cut by the public bounds — the rule
+    of :func:`~dpstream.contributions.unit_keep` per unit, for all the bucket's units at once
+    (:func:`~dpstream.contributions.units_keep`); out as one ParsedBatch (the slots are the clock)."""
 
     def __init__(self, cfg: EngineConfig, tick_size: int):
         self.cfg, self.tick_size = cfg, int(tick_size)
@@ -190,16 +207,20 @@ class _BoundUnitFn(beam.DoFn):
         chunks = list(chunks)
         X = np.concatenate([c.points for c in chunks])
         slots = np.concatenate([c.slots for c in chunks])
-        order = np.argsort(slots, kind="stable")
-        X, slots = X[order], slots[order]
+        ids = [v for c in chunks for v in c.ids]
+        index = {u: i for i, u in enumerate(dict.fromkeys(ids))}
+        codes = np.fromiter(map(index.__getitem__, ids), np.int64, len(ids))
+        order = np.lexsort((slots, codes))  # by unit, then stream order
+        X, slots, codes = X[order], slots[order], codes[order]
         ticks = slots // self.tick_size
         cfg = self.cfg
         if cfg.contribution == "tick_mean":
-            means, first = unit_tick_means(X, ticks, cfg.max_contributions, cfg)
+            means, first = units_tick_means(X, codes, ticks, cfg.max_contributions, cfg)
             self._dropped.inc(len(slots) - len(first))
-            yield ParsedBatch(means, slots[first], None)
+            if len(first):
+                yield ParsedBatch(means, slots[first], None)
             return
-        keep = unit_keep(ticks, cfg.max_contributions, cfg.per_tick_bound)
+        keep = units_keep(codes, ticks, cfg.max_contributions, cfg.per_tick_bound)
         n_keep = int(keep.sum())
         self._dropped.inc(len(slots) - n_keep)
         if n_keep:
@@ -208,24 +229,25 @@ class _BoundUnitFn(beam.DoFn):
 
 def _by_run(run_slots: int):
     def split(kv):
-        pid, rows = kv
+        key, rows = kv  # (privacy id, ParsedPoint) or (bucket, UnitRows)
         if isinstance(rows, ParsedPoint):  # one record (a stream's, or a test's)
             s = -1 if rows.slot is None else int(rows.slot)
-            yield (-1 if s < 0 else s // run_slots, pid), UnitRows(rows.point[None, :], np.array([s], np.int64))
+            yield (-1 if s < 0 else s // run_slots, unit_bucket(key)), \
+                UnitRows(rows.point[None, :], np.array([s], np.int64), [key])
             return
         runs = rows.slots // run_slots
         if runs.min() == runs.max():  # a block is in one run except at a run boundary
-            yield (int(runs[0]), pid), rows
+            yield (int(runs[0]), key), rows
             return
         for r in np.unique(runs).tolist():
             m = runs == r
-            yield (r, pid), UnitRows(rows.points[m], rows.slots[m])
+            yield (r, key), UnitRows(rows.points[m], rows.slots[m], [v for v, k in zip(rows.ids, m) if k])
     return split
 
 
 class BoundContributions(beam.PTransform):
-    """``(privacy id, UnitRows | ParsedPoint)`` → ParsedBatches of the rows the unit's bounds keep (module
-    docstring)."""
+    """``(bucket, UnitRows)`` or ``(privacy id, ParsedPoint)`` → ParsedBatches of the rows the units' bounds
+    keep (module docstring)."""
 
     def __init__(self, cfg: EngineConfig, tick_size: int, label: Optional[str] = None):
         super().__init__(label)

@@ -149,6 +149,32 @@ def test_the_keyed_rule_is_the_tick_by_tick_rule(seed):
     np.testing.assert_array_equal(np.sort(lib), keyed)
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_the_many_unit_rules_decide_each_unit_as_alone(seed):
+    """units_keep / units_tick_means over many units at once = unit_keep / unit_tick_means per unit."""
+    from dpstream.contributions import unit_tick_means, units_keep, units_tick_means
+    from dpstream.params import EngineConfig
+    rng = np.random.default_rng(seed)
+    cfg = EngineConfig(n_clusters=2, dim=2, radius=3.0, epsilon=1.0, horizon_ticks=50, max_contributions=3,
+                       max_contributions_per_tick=2)
+    n = int(rng.integers(1, 300))
+    codes = np.sort(rng.integers(0, 12, n))
+    ticks = np.concatenate([np.sort(rng.integers(0, 8, (codes == c).sum())) for c in np.unique(codes)])
+    X = rng.normal(scale=3.0, size=(n, 2))
+    keep = units_keep(codes, ticks, 3, 2)
+    means, first = units_tick_means(X, codes, ticks, 3, cfg)
+    want_keep, want_means, want_first = [], [], []
+    for c in np.unique(codes):
+        rows = np.flatnonzero(codes == c)
+        want_keep.append(unit_keep(ticks[rows], 3, 2))
+        m, f = unit_tick_means(X[rows], ticks[rows], 3, cfg)
+        want_means.append(m)
+        want_first.append(rows[f])
+    np.testing.assert_array_equal(keep, np.concatenate(want_keep))
+    np.testing.assert_array_equal(first, np.concatenate(want_first))
+    assert np.array_equal(means, np.concatenate(want_means))  # bit for bit: the same sums in the same order
+
+
 @pytest.mark.parametrize("extra, message", [
     (["--max_contributions=3"], "need --privacy_id_field"),
     (["--privacy_id_field=user"], "needs --max_contributions"),
