@@ -596,8 +596,8 @@ def build(p, job: Job, seed_path: str, source=None):
         if job.unit is not None and job.clock == "position":
             points = points | "BoundContributions" >> BoundContributions(cfg, job.tick_size)
         elif job.unit is not None:
-            points = points | "BoundContributions" >> BoundContributionsOnTime(cfg, clock,
-                                                                               job.allowed_lateness_seconds)
+            points = points | "BoundContributions" >> BoundContributionsOnTime(
+                cfg, clock, job.allowed_lateness_seconds, close_delay_seconds(job))
     else:
         if source is not None:
             records = source
@@ -625,8 +625,8 @@ def build(p, job: Job, seed_path: str, source=None):
                                                                   text_options=text_options(job, fmt))
         points, dead_letter = parsed.points, parsed.dead_letter
         if job.unit is not None:
-            points = points | "BoundContributions" >> BoundContributionsOnTime(cfg, clock,
-                                                                               job.allowed_lateness_seconds)
+            points = points | "BoundContributions" >> BoundContributionsOnTime(
+                cfg, clock, job.allowed_lateness_seconds, close_delay_seconds(job))
     ticks = points | "BatchIntoTicks" >> _batch_into_ticks(job)
     mode = "streaming" if job.streaming or job.tick_timer == "looping" else "batch"
     delay = close_delay_seconds(job)

@@ -23,8 +23,11 @@ tick that reaches this stage late is dropped and counted (``unit_after_decision`
 ``after_close``: it never joins a later tick. Records without a tick here (no ts, outside the horizon,
 published after their deadline) bypass the stage: ``BatchIntoTicks`` drops and counts them as before.
 
-State per key: the records of its undecided ticks, the run's kept count and the armed tick; the key
-arms a last timer at its run's final tick and is cleared then (a run's keys are gone when it ends).
+State per key: the records of its undecided ticks, the run's kept count and the armed tick. The key
+arms a timer at its run's final tick, where its records go; it keeps the three integers until a
+second after ShardTicks closes that tick (a record of the run arriving in between finds the run
+decided and is dropped, instead of opening a fresh count), then nothing: a run's keys are gone when
+it ends.
 Under event time the neighbouring relation is add/remove of one unit (``EngineConfig.neighbouring``).
 """
 from __future__ import annotations
@@ -62,6 +65,13 @@ def decision_micros(clock: TickClock, tick: int, lateness: Optional[float]) -> i
     return -(-us // 1000) * 1000
 
 
+def forget_micros(clock: TickClock, tick: int, close_delay: float) -> int:
+    """When a key whose run ended at ``tick`` forgets it: a second after ShardTicks closes that tick (until
+    then the key remembers the run is decided, so a straggler cannot open a fresh count for it)."""
+    us = (clock.t_start + int(tick)) * clock.tick_us + int(round(close_delay * 1_000_000)) + 1_000_000
+    return -(-us // 1000) * 1000
+
+
 class _KeyByRunAndUnitFn(beam.DoFn):
     """``(id, point)`` → ``((run, id), (tick, point))`` for a record this stage decides; the others
     (no tick, outside the horizon, not admitted) to ``BYPASS``, for BatchIntoTicks to drop and count."""
@@ -88,8 +98,8 @@ class _BoundUnitOnTimeFn(beam.DoFn):
     BUFFER = userstate.BagStateSpec("dpstream_unit_buffer", PickleCoder())
     TIMER = userstate.TimerSpec("dpstream_unit_tick", TimeDomain.WATERMARK)
 
-    def __init__(self, cfg: EngineConfig, clock: TickClock, lateness: Optional[float]):
-        self.cfg, self.clock, self.lateness = cfg, clock, lateness
+    def __init__(self, cfg: EngineConfig, clock: TickClock, lateness: Optional[float], close_delay: float):
+        self.cfg, self.clock, self.lateness, self.close_delay = cfg, clock, lateness, float(close_delay)
 
     def setup(self):
         c = lambda name: Metrics.counter(NAMESPACE, name)  # noqa: E731  telemetry, never released
@@ -115,7 +125,14 @@ class _BoundUnitOnTimeFn(beam.DoFn):
     def on_tick(self, fired=beam.DoFn.TimestampParam, key=beam.DoFn.KeyParam, state=beam.DoFn.StateParam(STATE),
                 buf=beam.DoFn.StateParam(BUFFER), timer=beam.DoFn.TimerParam(TIMER)):
         st = state.read()
-        if st is None or st.armed is None:
+        if st is None:
+            return
+        if st.armed is None:  # the run was decided: forget the key once ShardTicks has closed its last tick
+            gc = Timestamp(micros=forget_micros(self.clock, st.decided, self.close_delay))
+            if fired != gc:
+                timer.set(gc)
+                return
+            state.clear()
             return
         if fired != self._time(st.armed):  # an obsolete firing of a timer that was re-set: restore it
             timer.set(self._time(st.armed))
@@ -151,9 +168,10 @@ class _BoundUnitOnTimeFn(beam.DoFn):
                 kept += int(keep.sum())
                 for i in np.flatnonzero(keep).tolist():
                     yield pts[i]
-        if upto >= run_last:  # the run is over for this key: its state goes
+        if upto >= run_last:  # the run is decided for this key: its records go, its state a little later
             buf.clear()
-            state.clear()
+            state.write(UnitClock(kept, run_last, None))
+            timer.set(Timestamp(micros=forget_micros(self.clock, run_last, self.close_delay)))
             return
         nxt = min((t for t, _ in later), default=run_last)
         state.write(UnitClock(kept, upto, nxt))
@@ -165,7 +183,7 @@ class BoundContributionsOnTime(beam.PTransform):
     decided at each tick's deadline (module docstring)."""
 
     def __init__(self, cfg: EngineConfig, clock: TickClock, allowed_lateness_seconds: Optional[float],
-                 label: Optional[str] = None):
+                 close_delay_seconds: float = 0.0, label: Optional[str] = None):
         super().__init__(label)
         if cfg.max_contributions is None:
             raise ValueError("BoundContributionsOnTime needs max_contributions")
@@ -173,11 +191,12 @@ class BoundContributionsOnTime(beam.PTransform):
             raise ValueError("BoundContributionsOnTime is for the event-time clock (the position clock: "
                              "transforms.units.BoundContributions)")
         self.cfg, self.clock, self.lateness = cfg, clock, allowed_lateness_seconds
+        self.close_delay = float(close_delay_seconds)
 
     def expand(self, pcoll):
         keyed = pcoll | "KeyByRunAndUnit" >> beam.ParDo(
             _KeyByRunAndUnitFn(self.clock, self.cfg.horizon_ticks, self.lateness)).with_output_types(
             Tuple[Tuple[int, Any], Any]).with_outputs(BYPASS, main="keyed")
         bounded = (keyed.keyed | "UnitWindow" >> beam.WindowInto(GlobalWindows())
-                   | "BoundUnitOnTime" >> beam.ParDo(_BoundUnitOnTimeFn(self.cfg, self.clock, self.lateness)))
+                   | "BoundUnitOnTime" >> beam.ParDo(_BoundUnitOnTimeFn(self.cfg, self.clock, self.lateness, self.close_delay)))
         return (bounded, keyed[BYPASS]) | "WithBypass" >> beam.Flatten()

@@ -25,6 +25,7 @@ from pipelines import dp_stream_cluster as job_mod  # noqa: E402
 from transforms.cluster import load_seed  # noqa: E402
 from transforms.parse import Record  # noqa: E402
 from transforms.unit_timers import decision_micros  # noqa: E402
+from tests.beam.test_ticks import _counters  # noqa: E402
 
 T0 = 1_800_000_000.0
 TICK_S, T = 10, 6
@@ -69,7 +70,7 @@ def _argv(out, seed_file, extra):
             *extra]
 
 
-def _run_stream(recs, out, seed_file, extra):
+def _run_stream(recs, out, seed_file, extra, straggler=None):
     job, _ = job_mod.parse_args(_argv(out, seed_file, extra))
     os.makedirs(out, exist_ok=True)
     stream = _TestStream(coder=PickleCoder())
@@ -83,12 +84,21 @@ def _run_stream(recs, out, seed_file, extra):
         stream = (stream.advance_processing_time(2)
                   .advance_watermark_to(Timestamp(micros=decision_micros(clock, t, 0.0) + 500_000))
                   .advance_processing_time(2))
+    if straggler is not None:  # delivered after its tick was decided, before ShardTicks closes the tick
+        stream = (stream.advance_watermark_to(Timestamp(micros=decision_micros(clock, T, 0.0) + 600_000))
+                  .advance_processing_time(2)
+                  .add_elements([beam.window.TimestampedValue(straggler, Timestamp.of(straggler.ts))]))
+        stream = (stream.advance_processing_time(2)
+                  .advance_watermark_to(Timestamp(micros=decision_micros(clock, T, 0.0) + 1_000_000))
+                  .advance_processing_time(2))
     stream = stream.advance_watermark_to_infinity()
     opts = PipelineOptions(["--runner=BundleBasedDirectRunner"])
     opts.view_as(StandardOptions).streaming = True
     p = beam.Pipeline(options=opts)
     job_mod.build(p, job, seed_file, source=p | "Events" >> stream)
-    p.run().wait_until_finish()
+    result = p.run()
+    result.wait_until_finish()
+    _run_stream.counters = _counters(result)  # the last run's exact operator counters
     return job, _read(out / "releases.jsonl"), _read(out / "dead_letter.jsonl")
 
 
@@ -104,9 +114,11 @@ def _library(job, seed_file, recs):
     cfg = job_mod.engine_config(job)
     assert cfg.neighbouring == "add_remove"
     eng, b, out = Engine(cfg, load_seed(seed_file)), ContributionBounder(cfg), []
+    _library.kept = 0
     for t in range(1, T + 1):
         rows = sorted((r for r in recs if r[0] == t and r[5] is not None), key=lambda r: (r[1], r[2]))
         x = b.bound(np.array([r[6] for r in rows]).reshape(-1, 2), [r[5] for r in rows])
+        _library.kept += x.shape[0]
         out.append(json.loads(json.dumps(eng.step(x).to_dict())))
     return out, b.n_dropped
 
@@ -121,6 +133,7 @@ def test_stream_job_releases_what_the_library_releases(tmp_path, seed_file, extr
     got = sorted(got, key=lambda r: r["tick"])
     assert [r["tick"] for r in got] == list(range(1, T + 1))
     assert got == want
+    assert _run_stream.counters["points_processed"] == _library.kept  # every kept point, in its own tick
     assert got[-1]["privacy"]["unit"]["field"] == "user"
     assert sorted((d["message_id"], d["reason"]) for d in dead) == \
         sorted((r[2], "no_privacy_id") for r in recs if r[5] is None)
@@ -167,3 +180,28 @@ def test_the_pubsub_reader_carries_the_id_attribute():
     assert [r.privacy_id for r in _pubsub_records(msg, "user")] == ["a91f"]
     assert [r.privacy_id for r in _pubsub_records(msg, None)] == [None]  # without a unit: nothing carried
     assert [r.privacy_id for r in _pubsub_records(PubsubMessage(b"{}", {"user": ""}), "user")] == [None]
+
+
+def _straggler_case(tmp_path, seed_file):
+    recs = _records(seed=10)
+    heavy = max({r[5] for r in recs if r[5] is not None}, key=lambda v: sum(r[5] == v for r in recs))
+    s = T0 + (T - 1) * TICK_S + 9.9995  # in the last tick, published before its deadline
+    straggler = Record(json.dumps({"x": [4.0, -6.0], "ts": s, "user": heavy}), None, s, "late-1")
+    extra = ["--max_contributions=3", "--contribution=tick_mean"]
+    job, got, _ = _run_stream(recs, tmp_path / "out", seed_file, extra, straggler)
+    want, _ = _library(job, seed_file, recs)
+    return sorted(got, key=lambda r: r["tick"]), want, _run_stream.counters["points_processed"], _library.kept
+
+
+def test_a_straggler_after_the_runs_decision_opens_no_fresh_count(tmp_path, seed_file):
+    """A heavy unit's record of the last tick, delivered after the unit's run was decided but before the
+    tick closes downstream: dropped (the key remembers the run), so the releases are the library's."""
+    got, want, n_job, n_lib = _straggler_case(tmp_path, seed_file)
+    assert got == want and n_job == n_lib
+
+
+def test_forgetting_the_run_at_once_would_let_the_straggler_in(tmp_path, seed_file, monkeypatch):
+    import transforms.unit_timers as ut
+    monkeypatch.setattr(ut, "forget_micros", lambda clock, tick, close_delay: ut.decision_micros(clock, tick, 0.0))
+    _, _, n_job, n_lib = _straggler_case(tmp_path, seed_file)
+    assert n_job == n_lib + 1  # the unit's run gets one more point than L allows
