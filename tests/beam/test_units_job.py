@@ -197,6 +197,16 @@ def test_unit_option_errors(tmp_path, seed_file, extra, message):
         job_mod.parse_args(argv)
 
 
+def test_a_stream_takes_a_unit_and_the_builtin_stream_does_not(seed_file):
+    sub = ["--input_subscription=projects/p/subscriptions/s", "--output=/tmp/unused", "--dim=2", "--radius=1",
+           "--tick_seconds=10", "--horizon_ticks=2", f"--seed_file={seed_file}"]
+    job, _ = job_mod.parse_args(sub + ["--privacy_id_field=user", "--max_contributions=3"])
+    assert job.unit["privacy_unit"] == "user" and job_mod.engine_config(job).neighbouring == "add_remove"
+    with pytest.raises(job_mod.OptionError, match="built-in stream's records carry no privacy id"):
+        job_mod.parse_args(["--output=/tmp/unused", "--dim=2", "--radius=1", "--horizon_ticks=2",
+                            f"--seed_file={seed_file}", "--privacy_id_field=user", "--max_contributions=3"])
+
+
 def test_bound_contributions_stage_resets_at_each_run():
     """The keyed stage alone (no job): run = slot // (T·tick_size), bounds per (run, unit)."""
     import apache_beam as beam
