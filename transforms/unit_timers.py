@@ -20,8 +20,9 @@ watermark can pass ``D_k``; on the local BundleBasedDirectRunner, which holds no
 as long as the watermark does not jump over the two-second margin in one step — the same residual
 risk as a record delivered close to its deadline (``after_close``). A record of an already-decided
 tick that reaches this stage late is dropped and counted (``unit_after_decision``), like ShardTicks'
-``after_close``: it never joins a later tick. Records without a tick here (no ts, outside the horizon,
-published after their deadline) bypass the stage: ``BatchIntoTicks`` drops and counts them as before.
+``after_close``: it never joins a later tick. Records without a tick (no ts, outside the horizon,
+published after their deadline) are dropped here and counted under BatchIntoTicks' names, by the same
+clock: no record reaches the ticks around the bounds.
 
 State per key: the records of its undecided ticks, the run's kept count and the armed tick. The key
 arms a timer at its run's final tick, where its records go; it keeps the three integers until a
@@ -49,9 +50,6 @@ from dpstream.contributions import unit_keep, unit_tick_means
 from dpstream.params import EngineConfig
 from transforms.parse import NAMESPACE, ParsedPoint
 
-BYPASS = "bypass"
-
-
 class UnitClock(NamedTuple):
     """A (run, unit) key's state besides its buffer: points kept in the run, ticks decided, tick armed."""
     kept: int
@@ -73,22 +71,30 @@ def forget_micros(clock: TickClock, tick: int, close_delay: float) -> int:
 
 
 class _KeyByRunAndUnitFn(beam.DoFn):
-    """``(id, point)`` → ``((run, id), (tick, point))`` for a record this stage decides; the others
-    (no tick, outside the horizon, not admitted) to ``BYPASS``, for BatchIntoTicks to drop and count."""
+    """``(id, point)`` → ``((run, id), (tick, point))``. A record without a tick here (no ts, outside the
+    horizon, published after its deadline) is dropped and counted under BatchIntoTicks' own names, by
+    the same clock and the same comparisons: nothing reaches the ticks without passing the bounds."""
 
     def __init__(self, clock: TickClock, horizon_ticks: int, lateness: Optional[float]):
         self.clock, self.T, self.lateness = clock, int(horizon_ticks), lateness
 
+    def setup(self):
+        c = lambda name: Metrics.counter(NAMESPACE, name)  # noqa: E731  telemetry, never released
+        self._noclock, self._outside, self._late = c("no_clock"), c("outside_horizon"), c("after_deadline")
+
     def process(self, kv):
         pid, p = kv
         ts = p.ts if isinstance(p.ts, (int, float)) and not isinstance(p.ts, bool) else None
-        tick = self.clock.tick_of(None, ts) if ts is not None else None
         pub = p.publish_time
-        if tick is not None and self.lateness is not None and \
-                not (pub is not None and pub <= float(self.clock.deadline(tick, self.lateness))):
-            tick = None
+        if ts is None or (self.lateness is not None and pub is None):
+            self._noclock.inc()
+            return
+        tick = self.clock.tick_of(None, ts)
         if tick is None:
-            yield beam.pvalue.TaggedOutput(BYPASS, p)
+            self._outside.inc()
+            return
+        if self.lateness is not None and not pub <= float(self.clock.deadline(tick, self.lateness)):
+            self._late.inc()
             return
         yield ((tick - 1) // self.T, pid), (tick, p)
 
@@ -194,9 +200,9 @@ class BoundContributionsOnTime(beam.PTransform):
         self.close_delay = float(close_delay_seconds)
 
     def expand(self, pcoll):
-        keyed = pcoll | "KeyByRunAndUnit" >> beam.ParDo(
-            _KeyByRunAndUnitFn(self.clock, self.cfg.horizon_ticks, self.lateness)).with_output_types(
-            Tuple[Tuple[int, Any], Any]).with_outputs(BYPASS, main="keyed")
-        bounded = (keyed.keyed | "UnitWindow" >> beam.WindowInto(GlobalWindows())
-                   | "BoundUnitOnTime" >> beam.ParDo(_BoundUnitOnTimeFn(self.cfg, self.clock, self.lateness, self.close_delay)))
-        return (bounded, keyed[BYPASS]) | "WithBypass" >> beam.Flatten()
+        return (pcoll
+                | "KeyByRunAndUnit" >> beam.ParDo(_KeyByRunAndUnitFn(self.clock, self.cfg.horizon_ticks, self.lateness))
+                .with_output_types(Tuple[Tuple[int, Any], Any])
+                | "UnitWindow" >> beam.WindowInto(GlobalWindows())
+                | "BoundUnitOnTime" >> beam.ParDo(_BoundUnitOnTimeFn(self.cfg, self.clock, self.lateness,
+                                                                     self.close_delay)))
