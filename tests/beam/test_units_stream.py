@@ -85,9 +85,10 @@ def _run_stream(recs, out, seed_file, extra, straggler=None):
                   .advance_watermark_to(Timestamp(micros=decision_micros(clock, t, 0.0) + 500_000))
                   .advance_processing_time(2))
     if straggler is not None:  # delivered after its tick was decided, before ShardTicks closes the tick
+        stragglers = straggler if isinstance(straggler, list) else [straggler]
         stream = (stream.advance_watermark_to(Timestamp(micros=decision_micros(clock, T, 0.0) + 600_000))
                   .advance_processing_time(2)
-                  .add_elements([beam.window.TimestampedValue(straggler, Timestamp.of(straggler.ts))]))
+                  .add_elements([beam.window.TimestampedValue(r, Timestamp.of(r.ts)) for r in stragglers]))
         stream = (stream.advance_processing_time(2)
                   .advance_watermark_to(Timestamp(micros=decision_micros(clock, T, 0.0) + 1_000_000))
                   .advance_processing_time(2))
@@ -205,3 +206,16 @@ def test_forgetting_the_run_at_once_would_let_the_straggler_in(tmp_path, seed_fi
     monkeypatch.setattr(ut, "forget_micros", lambda clock, tick, close_delay: ut.decision_micros(clock, tick, 0.0))
     _, _, n_job, n_lib = _straggler_case(tmp_path, seed_file)
     assert n_job == n_lib + 1  # the unit's run gets one more point than L allows
+
+
+def test_records_without_a_tick_are_dropped_and_counted_before_the_bounds(tmp_path, seed_file):
+    """A unit's record published after its tick's deadline, and one outside the horizon: neither reaches the
+    ticks nor counts against the unit (releases and points = the library's), each counted."""
+    recs = _records(seed=11)
+    late = Record(json.dumps({"x": [1.0, 1.0], "ts": T0 + 5.0, "user": "u0"}), None, T0 + 25.0, "late-2")
+    far = Record(json.dumps({"x": [1.0, 1.0], "ts": T0 - 100.0, "user": "u0"}), None, T0 + 55.0, "far-1")
+    job, got, _ = _run_stream(recs, tmp_path / "out", seed_file, ["--max_contributions=4"], [late, far])
+    want, _ = _library(job, seed_file, recs)
+    c = _run_stream.counters
+    assert sorted(got, key=lambda r: r["tick"]) == want and c["points_processed"] == _library.kept
+    assert c["after_deadline"] == 1 and c["outside_horizon"] == 1
