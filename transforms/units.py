@@ -140,7 +140,7 @@ class ParsePointsWithIdFn(ParsePointsFn):
         bucket_of = {u: -1 if u is None else unit_bucket(u) for u in dict.fromkeys(ids)}
         b = np.fromiter(map(bucket_of.__getitem__, ids), np.int64, len(ids))
         for i in np.flatnonzero(b < 0).tolist():
-            self._no_id.inc()
+            self._no_id_letter()
             yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter_of(
                 show_raw(lines[int(S[i]) - base]), NO_PRIVACY_ID, self._no_id_detail(), int(S[i]), rec.ts,
                 rec.message_id))
@@ -148,6 +148,12 @@ class ParsePointsWithIdFn(ParsePointsFn):
         for grp in np.split(order, np.flatnonzero(np.diff(b[order])) + 1):
             if grp.size and b[grp[0]] >= 0:
                 yield int(b[grp[0]]), UnitRows(X[grp], S[grp], list(map(ids.__getitem__, grp.tolist())))
+
+    def _no_id_letter(self) -> None:
+        """A point the parser counted valid becomes a dead letter: the counters keep read = valid + dead_letter."""
+        self._no_id.inc()
+        self._valid.dec()
+        self.dead_letter_of.inc()
 
     def _no_id_detail(self) -> str:
         return f"the record has no privacy id in {self.field!r} (a JSON string or integer, a non-empty CSV field)"
@@ -164,12 +170,12 @@ class ParsePointsWithIdFn(ParsePointsFn):
                 yield out
             elif isinstance(out, ParsedBatch):  # numpy input carries no id (refused at launch; defensive)
                 for i in range(out.points.shape[0]):
-                    self._no_id.inc()
+                    self._no_id_letter()
                     yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter_of(
                         repr(out.points[i].tolist()), NO_PRIVACY_ID, "a numpy row has no privacy id",
                         int(out.slots[i]) if out.slots[i] >= 0 else None, out.ts, out.message_id))
             elif pid is None:
-                self._no_id.inc()
+                self._no_id_letter()
                 yield beam.pvalue.TaggedOutput(DEAD_LETTER, dead_letter_of(
                     show_raw(rec.raw) if rec is not None else "", NO_PRIVACY_ID, self._no_id_detail(),
                     out.slot, out.ts, out.message_id))

@@ -224,3 +224,12 @@ def test_bound_contributions_stage_resets_at_each_run():
         out = (p | beam.Create(elems) | BoundContributions(cfg, tick_size=3)
                | beam.FlatMap(lambda q: q.slots.tolist()))
         assert_that(out, equal_to([0, 1, 6, 7, 4, 5, 11]))
+
+
+def test_no_id_letters_keep_the_parser_counters_balanced(tmp_path, seed_file):
+    X, ids, no_id = _data(300, seed=6)
+    _write(tmp_path / "in.jsonl", X, ids, no_id)
+    result = job_mod.run(_argv(tmp_path, seed_file, tmp_path / "out", ["--max_contributions=2"]))
+    c = job_mod.operator_counts(result)
+    assert c["dead_letter_no_privacy_id"] == c["dead_letter"] == len(no_id)
+    assert c["valid"] == 300 - len(no_id) and c["read"] == c["valid"] + c["dead_letter"]
