@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import functools
 import json
+import numbers
 import zlib
 from typing import NamedTuple, Optional
 
@@ -37,7 +38,7 @@ from apache_beam.metrics import Metrics
 from dpstream.contributions import units_keep, units_tick_means
 from dpstream.params import EngineConfig
 from transforms.parse import DEAD_LETTER, MAIN, NAMESPACE, Lines, ParsedBatch, ParsedPoint, ParsePointsFn, Record, \
-    TextOptions, _check_slot, as_record, dead_letter_of, show_raw
+    MAX_SLOT, TextOptions, as_record, dead_letter_of, show_raw
 
 NO_PRIVACY_ID = "no_privacy_id"
 
@@ -107,7 +108,8 @@ class ParsePointsWithIdFn(ParsePointsFn):
         except Exception:
             pass
         if rec is not None and isinstance(rec.raw, Lines):
-            if self.pack and rec.slot is not None and _check_slot(rec.slot)[1] is None:
+            if self.pack and isinstance(rec.slot, numbers.Integral) and not isinstance(rec.slot, bool) \
+                    and 0 <= rec.slot and rec.slot + len(rec.raw) <= MAX_SLOT:
                 yield from self._process_block(rec)
                 return
             for i, line in enumerate(rec.raw):  # line by line, each at its own slot
