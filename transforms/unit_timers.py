@@ -14,9 +14,9 @@ run's kept count, in the key's state, caps the run at L. The kept records go on 
 unchanged (their own ts and publish time), so they land in their own tick and pass its admission.
 
 Why the downstream tick close still sees them: ``ShardTicks`` closes tick k at ``D_k + 2 panes − 1 ms``
-of the watermark, two seconds after this stage's timer for k. On a runner that holds the watermark for
-pending timers (Dataflow, Flink) the records this timer emits are in ShardTicks' input before its
-watermark can pass ``D_k``; on the local BundleBasedDirectRunner, which holds none, they are still in
+of the watermark, two seconds after this stage's timer for k. In Beam's model a pending timer holds the
+stage's output watermark (Dataflow and Flink implement the holds; not measured here), so the records
+this timer emits are in ShardTicks' input before its watermark can pass ``D_k``; on the local BundleBasedDirectRunner, which holds none, they are still in
 as long as the watermark does not jump over the two-second margin in one step — the same residual
 risk as a record delivered close to its deadline (``after_close``). A record of an already-decided
 tick that reaches this stage late is dropped and counted (``unit_after_decision``), like ShardTicks'
