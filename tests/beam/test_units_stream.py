@@ -38,7 +38,7 @@ def seed_file(tmp_path):
     return str(p)
 
 
-def _records(seed=7):
+def _records(seed=7, late_half=False):
     """Per tick 30–80 records of 3 blobs from heavy-tailed units (strings and integers); the id as a
     message attribute on half of them, as the JSON key on the rest; a few with none. Distinct times."""
     rng = np.random.default_rng(seed)
@@ -49,7 +49,8 @@ def _records(seed=7):
             continue  # an empty tick: the ⊥ heartbeat
         m = int(rng.integers(30, 80))
         X = means[rng.integers(0, 3, m)] + rng.normal(scale=0.5, size=(m, 2))
-        ts = T0 + (t - 1) * TICK_S + np.sort(rng.choice(np.arange(1, TICK_S * 1000), m, replace=False)) / 1000
+        lo = TICK_S * 600 if late_half else 1  # late_half: in the tick's last 40 %, after a 5 s watermark jump
+        ts = T0 + (t - 1) * TICK_S + np.sort(rng.choice(np.arange(lo, TICK_S * 1000), m, replace=False)) / 1000
         for x, s in zip(X, ts):
             v = int(np.floor(rng.pareto(1.0) * 5))
             pid = f"u{v}" if v < 20 else v
@@ -70,7 +71,7 @@ def _argv(out, seed_file, extra):
             *extra]
 
 
-def _run_stream(recs, out, seed_file, extra, straggler=None):
+def _run_stream(recs, out, seed_file, extra, straggler=None, step_us=500_000):
     job, _ = job_mod.parse_args(_argv(out, seed_file, extra))
     os.makedirs(out, exist_ok=True)
     stream = _TestStream(coder=PickleCoder())
@@ -82,7 +83,7 @@ def _run_stream(recs, out, seed_file, extra, straggler=None):
             stream = stream.add_elements(elems)
         # past the unit stage's decision time for t (its deadline, to the ms), well before ShardTicks' close
         stream = (stream.advance_processing_time(2)
-                  .advance_watermark_to(Timestamp(micros=decision_micros(clock, t, 0.0) + 500_000))
+                  .advance_watermark_to(Timestamp(micros=decision_micros(clock, t, 0.0) + step_us))
                   .advance_processing_time(2))
     if straggler is not None:  # delivered after its tick was decided, before ShardTicks closes the tick
         stragglers = straggler if isinstance(straggler, list) else [straggler]
@@ -219,3 +220,15 @@ def test_records_without_a_tick_are_dropped_and_counted_before_the_bounds(tmp_pa
     c = _run_stream.counters
     assert sorted(got, key=lambda r: r["tick"]) == want and c["points_processed"] == _library.kept
     assert c["after_deadline"] == 1 and c["outside_horizon"] == 1
+
+
+def test_a_watermark_jump_past_the_tick_close_loses_no_unit_record(tmp_path, seed_file):
+    """The watermark moves 5 s at once, past ShardTicks' close of each tick (its deadline + 2 s): on the local
+    runner the unit stage's pending timers hold its output watermark (pipelines/local_runner/holds.py), so
+    every kept record still reaches its tick."""
+    recs = _records(seed=12, late_half=True)
+    job, got, _ = _run_stream(recs, tmp_path / "out", seed_file, ["--max_contributions=4"], step_us=5_000_000)
+    want, _ = _library(job, seed_file, recs)
+    c = _run_stream.counters
+    assert c.get("after_close", 0) == 0 and c["points_processed"] == _library.kept
+    assert sorted(got, key=lambda r: r["tick"]) == want
