@@ -16,9 +16,10 @@ unchanged (their own ts and publish time), so they land in their own tick and pa
 Why the downstream tick close still sees them: ``ShardTicks`` closes tick k at ``D_k + 2 panes − 1 ms``
 of the watermark, two seconds after this stage's timer for k. In Beam's model a pending timer holds the
 stage's output watermark (Dataflow and Flink implement the holds; not measured here), so the records
-this timer emits are in ShardTicks' input before its watermark can pass ``D_k``; on the local BundleBasedDirectRunner, which holds none, they are still in
-as long as the watermark does not jump over the two-second margin in one step — the same residual
-risk as a record delivered close to its deadline (``after_close``). A record of an already-decided
+this timer emits are in ShardTicks' input before its watermark can pass ``D_k``. The local
+BundleBasedDirectRunner holds none of its own: :mod:`pipelines.local_runner.holds` adds the hold for
+this stage (without it, a watermark step past the two-second margin lost the jumped ticks' records
+as ``after_close``; tested). A record of an already-decided
 tick that reaches this stage late is dropped and counted (``unit_after_decision``), like ShardTicks'
 ``after_close``: it never joins a later tick. Records without a tick (no ts, outside the horizon,
 published after their deadline) are dropped here and counted under BatchIntoTicks' names, by the same
