@@ -125,6 +125,46 @@ def unit_tick_means(X: np.ndarray, ticks: np.ndarray, L: int, cfg: EngineConfig)
     return means, starts
 
 
+def _unit_segments(codes: np.ndarray, ticks: np.ndarray):
+    """Rows sorted by (unit, stream order): where each unit's rows start and where each (unit, tick) run starts."""
+    n = codes.size
+    new_unit = np.r_[True, codes[1:] != codes[:-1]]
+    new_seg = new_unit | np.r_[True, ticks[1:] != ticks[:-1]]
+    return new_unit, new_seg, np.arange(n)
+
+
+def units_keep(codes: np.ndarray, ticks: np.ndarray, L: int, per_tick: int) -> np.ndarray:
+    """:func:`unit_keep` for many units at once: rows sorted by (unit code, stream order); each unit's
+    rows are decided exactly as :func:`unit_keep` decides them alone (a test checks it), so no unit's
+    decision reads another's rows."""
+    codes, ticks = np.asarray(codes), np.asarray(ticks)
+    if codes.size == 0:
+        return np.zeros(0, dtype=bool)
+    new_unit, new_seg, idx = _unit_segments(codes, ticks)
+    rank = idx - np.maximum.accumulate(np.where(new_seg, idx, 0))  # position within the unit's tick
+    keep = rank < per_tick
+    cs = np.cumsum(keep)
+    before_unit = (cs - keep)[np.maximum.accumulate(np.where(new_unit, idx, 0))]  # kept before the unit's rows
+    return keep & (cs - before_unit <= L)
+
+
+def units_tick_means(X: np.ndarray, codes: np.ndarray, ticks: np.ndarray, L: int, cfg: EngineConfig):
+    """:func:`unit_tick_means` for many units at once (rows sorted by (unit code, stream order)):
+    ``(means, index of each mean's first row)``, each unit's first L ticks, the same arithmetic."""
+    codes, ticks = np.asarray(codes), np.asarray(ticks)
+    Xc, _ = clip_to_ball(np.asarray(X, dtype=float), cfg.center_vec, cfg.radius)
+    if codes.size == 0:
+        return np.zeros((0, Xc.shape[1])), np.zeros(0, dtype=np.int64)
+    new_unit, new_seg, idx = _unit_segments(codes, ticks)
+    starts = np.flatnonzero(new_seg)
+    sizes = np.diff(np.r_[starts, codes.size])
+    seg_no = np.arange(starts.size)
+    first_seg = np.maximum.accumulate(np.where(new_unit[starts], seg_no, 0))
+    keep = seg_no - first_seg < L  # the unit's first L ticks with rows
+    means = np.add.reduceat(Xc, starts, axis=0) / sizes[:, None]
+    return means[keep], starts[keep]
+
+
 class ContributionBounder:
     """Per-run contribution bounds of :class:`~dpstream.params.EngineConfig` (``max_contributions``
     and friends), applied tick by tick: ``bound(X, ids) -> X'`` for the engine's next tick."""

@@ -141,6 +141,43 @@ def resolve(job) -> None:
                 notes.append(f'{sp.path}: the first record\'s "ts" {ts!r} looks like milliseconds since the epoch '
                              f"(in seconds it is after the year 5000): pass --ts_unit ms (or us)")
     job.files, job.notes, job.csv_columns = specs, notes, csv_cols
+    _resolve_id_column(job)
+
+
+def _resolve_id_column(job) -> None:
+    """With a privacy unit, the CSV files' id column: the header field named ``--privacy_id_field`` (at
+    the same position in every CSV file). Without ``--columns`` the point is every other field."""
+    from pipelines.file_bytes import read_all, split_lines
+
+    unit = getattr(job, "unit", None)
+    field = unit["privacy_unit"] if unit else None
+    csv_files = [sp for sp in job.files or () if sp.fmt == "csv" or (sp.fmt == "auto" and sp.path.lower().endswith(".csv"))]
+    if field is None or not csv_files:
+        return
+    at, width = None, None
+    for sp in csv_files:
+        if not sp.skip_header:
+            raise ValueError(f"--privacy_id_field names a column of the CSV header of {sp.path}: pass --csv_header "
+                             f"(the header line keeps no slot)")
+        lines = split_lines(read_all(sp.path))
+        header = csv_header_fields(lines[0], job.delimiter) if lines else []
+        if field not in header:
+            raise ValueError(f"--privacy_id_field: the header of {sp.path} has no column {field!r} (it has "
+                             f"{', '.join(header[:20])}; --delimiter is {job.delimiter!r}); a CSV file names its "
+                             f"columns in its first line")
+        if at is not None and (header.index(field), len(header)) != (at, width):
+            raise ValueError(f"--privacy_id_field: {sp.path} has the column {field!r} at another position than the "
+                             f"first CSV file; give the files one header")
+        at, width = header.index(field), len(header)
+    if job.csv_columns is None:
+        others = tuple(i for i in range(width) if i != at)
+        if len(others) != job.dim:
+            raise ValueError(f"--privacy_id_field: the CSV header has {len(others)} column(s) besides {field!r} for "
+                             f"--dim {job.dim}: choose the point's columns with --columns")
+        job.csv_columns = others
+    elif at in job.csv_columns:
+        raise ValueError(f"--columns includes the privacy id column {field!r}: the id is not a coordinate")
+    job.csv_id_column = at
 
 
 def _first_line(path: str) -> Optional[str]:

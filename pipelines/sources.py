@@ -255,7 +255,7 @@ def _builtin_records(n: int):
 HEARTBEAT_ATTRIBUTE = "dpstream_heartbeat"
 
 
-def _pubsub_records(msg):
+def _pubsub_records(msg, id_attribute=None):
     """A message → one Record; a heartbeat (attribute ``dpstream_heartbeat``) → nothing.
     Heartbeats only wake the runner's reader so the watermark (and the tick timers)
     keep moving through input pauses; they carry no record."""
@@ -265,23 +265,25 @@ def _pubsub_records(msg):
     if getattr(msg, "publish_time", None) is not None:
         pt = msg.publish_time
         ts = pt.timestamp() if hasattr(pt, "timestamp") else float(pt)
-    yield Record(msg.data, None, ts, msg.message_id or None)
+    pid = (msg.attributes or {}).get(id_attribute) if id_attribute else None
+    yield Record(msg.data, None, ts, msg.message_id or None, pid or None)
 
 
 class ReadPubSubRecords(beam.PTransform):
     """Pub/Sub messages → Records: raw = the payload, ts = the publish time (a JSON
-    ``"ts"`` in the payload wins), message_id = Pub/Sub's id (for deduplication).
+    ``"ts"`` in the payload wins), message_id = Pub/Sub's id (for deduplication), privacy_id =
+    the message's ``id_attribute`` (with a privacy unit).
     Heartbeat messages are dropped here (:func:`_pubsub_records`)."""
 
     def __init__(self, subscription: Optional[str] = None, topic: Optional[str] = None,
-                 label: Optional[str] = None):
+                 label: Optional[str] = None, id_attribute: Optional[str] = None):
         super().__init__(label)
-        self.subscription, self.topic = subscription, topic
+        self.subscription, self.topic, self.id_attribute = subscription, topic, id_attribute
 
     def expand(self, pbegin):
         kw = {"subscription": self.subscription} if self.subscription else {"topic": self.topic}
         return (pbegin | "ReadPubSub" >> beam.io.ReadFromPubSub(with_attributes=True, **kw)
-                | "ToRecords" >> beam.FlatMap(_pubsub_records))
+                | "ToRecords" >> beam.FlatMap(_pubsub_records, self.id_attribute))
 
 
 def builtin_ticks(n: int, tick_size: int) -> int:

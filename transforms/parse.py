@@ -130,6 +130,7 @@ class Record(NamedTuple):
     slot: Optional[int] = None
     ts: Optional[float] = None
     message_id: Optional[str] = None
+    privacy_id: Any = None  # the carrier's privacy id (a Pub/Sub attribute), with a privacy unit only
 
 
 class ParsedPoint(NamedTuple):

@@ -306,6 +306,9 @@ class BatchIntoTicks(beam.PTransform):
       docstring): a record is admitted iff its publish time is at most its tick's
       public deadline. ``emit_empty_ticks`` is refused: heartbeats of empty ticks come
       from the consumers' tick timers.
+    * ``max_buffer``: points buffered per bundle before a flush (memory against the number of partials:
+      input that is not in tick order, such as the output of the job's per-unit bounding, makes one
+      partial per (shard, tick) per flush).
     * ``now_fn`` (default ``time.time``) is the stage's wall clock, read once per flush for
       the ``arrived_after_deadline`` telemetry only; no admission decision reads it.
     """
@@ -316,8 +319,9 @@ class BatchIntoTicks(beam.PTransform):
                  allowed_lateness_seconds: Optional[float] = None, emit_empty_ticks: bool = False,
                  pane_seconds: int = 1, now_fn: Callable[[], float] = time.time,
                  label_prefix: str = "", keep_order_keys: bool = False, group: bool = True,
-                 label: Optional[str] = None):
+                 max_buffer: int = 1 << 16, label: Optional[str] = None):
         super().__init__(label)
+        self.max_buffer = int(max_buffer)
         self.group = bool(group)
         self.keep_order_keys = bool(keep_order_keys)
         self.clock = TickClock(clock, tick_size=tick_size, tick_seconds=tick_seconds, t_start=t_start,
@@ -346,7 +350,8 @@ class BatchIntoTicks(beam.PTransform):
         if not isinstance(pcoll.windowing.windowfn, GlobalWindows):
             pcoll = pcoll | "IntoGlobalWindow" >> beam.WindowInto(GlobalWindows())
         parts = pcoll | "AssignTicks" >> beam.ParDo(
-            _AssignTicksFn(self.clock, self.dim, self.allowed_lateness_seconds, self.now_fn, self.label_prefix))
+            _AssignTicksFn(self.clock, self.dim, self.allowed_lateness_seconds, self.now_fn, self.label_prefix,
+                           self.max_buffer))
         bounded = pcoll.is_bounded
         if not self.group:  # the consumer merges a tick's partials itself (transforms.cluster.ShardTicks)
             if self.emit_empty_ticks:

@@ -26,6 +26,7 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
     """Our options → a validated :class:`Job`; Beam's → a list. Raises OptionError."""
     ns, rest = build_parser().parse_known_args(argv)
     _or_option_error(user_options.prepare, ns)
+    _or_option_error(unit_options.prepare, ns)
     runner, workers = _beam_runner(rest)
     source, dead = _endpoints(ns)
     streaming = source == "pubsub"
@@ -66,7 +67,8 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
         tick_seconds=tick_seconds, t_start=t_start, allowed_lateness_seconds=lateness, streaming=streaming,
         runner=runner, report=ns.report, t_start_given=ns.t_start is not None, csv_header=bool(ns.csv_header),
         files=None, n_slots=None, notes=None, max_clock_skew_seconds=float(skew), point_shards=int(ns.point_shards),
-        tick_timer=tick_timer, unit=unit, full_coresets=bool(ns.full_coresets), csv_columns=None, dim=dim)
+        tick_timer=tick_timer, unit=unit, full_coresets=bool(ns.full_coresets), csv_columns=None, csv_id_column=None,
+        dim=dim)
     _or_option_error(user_options.apply, draft, ns)
     if source == "files" and not draft.plan_only:  # --plan_only reads no data, not even file headers
         _plan_files(draft)

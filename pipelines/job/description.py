@@ -60,6 +60,7 @@ class Job:
     tick_timer: str = "batch"  # "batch" (one firing) | "looping" (one per tick; streaming)
     columns: Optional[tuple] = None  # --columns: names or indexes (pipelines.formats)
     csv_columns: Optional[tuple] = None  # --columns resolved to CSV field indexes at launch
+    csv_id_column: Optional[int] = None  # --privacy_id_field resolved to a CSV field index at launch
     delimiter: str = ","
     ts_unit: str = "s"
     max_dead_letter_fraction: float = 0.5  # pipelines.exit_codes

@@ -57,7 +57,8 @@ def read_points(p, job: Job, source=None):
         records = source
     elif job.source == "pubsub":
         from pipelines.sources import ReadPubSubRecords
-        records = p | "ReadPubSub" >> ReadPubSubRecords(job.subscription, job.topic)
+        records = p | "ReadPubSub" >> ReadPubSubRecords(
+            job.subscription, job.topic, id_attribute=None if job.unit is None else job.unit["privacy_unit"])
     else:
         from pipelines.sources import BuiltinStream
         records = p | "BuiltinStream" >> BuiltinStream(job.builtin_n)
@@ -71,9 +72,20 @@ def read_points(p, job: Job, source=None):
                                                                    key_buckets=buckets)
         skew = job.max_clock_skew_seconds
     fmt = job.fmt or ("numpy" if job.source == "builtin" and source is None else "auto")
-    parsed = records | "ParsePoints" >> ParsePoints(job.dim, fmt, batch_arrays=True, max_clock_skew_seconds=skew,
-                                                    text_options=text_options(job, fmt))
-    return parsed.points, parsed.dead_letter
+    if job.unit is None:
+        parsed = records | "ParsePoints" >> ParsePoints(job.dim, fmt, batch_arrays=True, max_clock_skew_seconds=skew,
+                                                        text_options=text_options(job, fmt))
+        return parsed.points, parsed.dead_letter
+    # (id, point) pairs: the id from the message's attribute, else the JSON key; bounded per (run, unit) as
+    # each tick's admission deadline passes
+    from transforms.unit_timers import BoundContributionsOnTime
+    from transforms.units import ParsePointsWithId
+    parsed = records | "ParsePoints" >> ParsePointsWithId(job.dim, fmt, job.unit["privacy_unit"],
+                                                          max_clock_skew_seconds=skew,
+                                                          text_options=text_options(job, fmt))
+    points = parsed.points | "BoundContributions" >> BoundContributionsOnTime(
+        job.cfg, tick_clock(job), job.allowed_lateness_seconds, close_delay_seconds(job))
+    return points, parsed.dead_letter
 
 
 def _read_files(p, job: Job):
@@ -93,7 +105,9 @@ def _read_files(p, job: Job):
         sfx = "" if len(by_fmt) == 1 else "_" + fmt
         records = p | ("ReadFiles" + sfx) >> ReadFileRecords(files=specs)
         if job.unit is not None:  # (id, point) pairs, bounded per (run, unit) below
-            outs.append(records | ("ParsePoints" + sfx) >> ParsePointsWithId(job.dim, fmt, job.unit["privacy_unit"]))
+            outs.append(records | ("ParsePoints" + sfx) >> ParsePointsWithId(
+                job.dim, fmt, job.unit["privacy_unit"], text_options=text_options(job, fmt),
+                csv_index=job.csv_id_column, pack=job.clock == "position"))
             continue
         outs.append(records | ("ParsePoints" + sfx) >> ParsePoints(job.dim, fmt, batch_arrays=True,
                                                                    text_options=text_options(job, fmt)))
@@ -102,8 +116,12 @@ def _read_files(p, job: Job):
     else:
         points = tuple(o.points for o in outs) | "AllPoints" >> beam.Flatten()
         dead_letter = tuple(o.dead_letter for o in outs) | "AllDeadLetters" >> beam.Flatten()
-    if job.unit is not None:
+    if job.unit is not None and job.clock == "position":
         points = points | "BoundContributions" >> BoundContributions(job.cfg, job.tick_size)
+    elif job.unit is not None:  # timestamped files: the event-time clock
+        from transforms.unit_timers import BoundContributionsOnTime
+        points = points | "BoundContributions" >> BoundContributionsOnTime(
+            job.cfg, tick_clock(job), job.allowed_lateness_seconds, close_delay_seconds(job))
     return points, dead_letter
 
 
@@ -163,8 +181,11 @@ def batch_into_ticks(job: Job):
     from transforms.ticks import BatchIntoTicks
 
     if job.clock == "position":
+        # the per-unit bounding emits each unit's run, not tick after tick: flush every ~32 MB of points
+        # rather than every 65,536, or each flush holds a partial of almost every (shard, tick)
+        extra = {} if job.unit is None else {"max_buffer": max(1 << 16, (1 << 22) // job.dim)}
         return BatchIntoTicks("position", tick_size=job.tick_size, horizon_ticks=job.total_ticks,
-                              n_shards=job.point_shards, dim=job.dim, keep_order_keys=True, group=False)
+                              n_shards=job.point_shards, dim=job.dim, keep_order_keys=True, group=False, **extra)
     return BatchIntoTicks("event_time", tick_seconds=job.tick_seconds, t_start=job.t_start,
                           horizon_ticks=job.total_ticks, n_shards=job.point_shards, dim=job.dim,
                           allowed_lateness_seconds=job.allowed_lateness_seconds, pane_seconds=PANE_SECONDS,

@@ -94,7 +94,9 @@ marks = {"specs": getattr(userstate, "_dpstream_spec_cache", False),
          "pubsub": getattr(getattr(transform_evaluator, "_PubSubReadEvaluator", None), "_dpstream_max_messages", None)
                    is not None,
          "statecache": getattr(statecache, "_dpstream_cheap_sizes", False),
-         "keys": getattr(evaluation_context.EvaluationContext, "_dpstream_drops_empty_keys", False)}
+         "keys": getattr(evaluation_context.EvaluationContext, "_dpstream_drops_empty_keys", False),
+         "holds": getattr(__import__("apache_beam.runners.direct.watermark_manager", fromlist=["x"])
+                          ._TransformWatermarks, "_dpstream_holds_timers", False)}
 print(json.dumps({"applied": list(res.applied), "skipped": res.skipped, "marks": marks}))
 """
 
@@ -123,7 +125,7 @@ def test_a_remote_runner_gets_no_patch():
 
 
 def test_the_installed_beam_is_a_measured_one_and_a_local_runner_gets_every_patch():
-    """setup.py pins apache-beam to the measured range; on it, a local runner gets all five patches."""
+    """setup.py pins apache-beam to the measured range; on it, a local runner gets all six patches."""
     assert local_runner.measured(beam.__version__), (beam.__version__, local_runner.MEASURED_ON)
     got, _ = _probe("DirectRunner")
     assert got["skipped"] is None and set(got["applied"]) == set(got["marks"]), got
