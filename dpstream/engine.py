@@ -96,7 +96,7 @@ class Engine:
         self._adopted_release = None
         self._cache = None
         self.last_ring = None  # ring of each point of the last tick (tracer tests)
-        self.z = 1 if cfg.objective == "kmedian" else 2
+        self.z = cfg.z
 
     def __getstate__(self):
         d = dict(self.__dict__)

@@ -45,7 +45,7 @@ class RingMergeReduce:
         self.V = A.directions(("A", self.epoch, self.ring))
         self.block = self._open()
         self.levels: List[Optional[WeightedSet]] = []
-        self.z = 1 if cfg.objective == "kmedian" else 2
+        self.z = cfg.z
 
     def _key(self):
         return ("A", self.epoch, self.ring, self.j)
@@ -120,7 +120,7 @@ class EpochMergeReduce:
         self.svt = LevelZeroAboveThreshold(I, self.block_size, plan.svt_scale, noise, ("svt", epoch))
         self.rings = [RingMergeReduce(cfg, noise, A, epoch, i, self.centers) for i in range(I)]
         self.version = 0
-        self.z = 1 if cfg.objective == "kmedian" else 2
+        self.z = cfg.z
         self.fires = 0
 
     # -- per tick ---------------------------------------------------------------

@@ -52,7 +52,7 @@ class RunSequence:
         self.closed: deque = deque(maxlen=cfg.window_runs if cfg.window_runs > 0 else None)
         self._all_time = None
         self._window_cache = None
-        self.z = 1 if cfg.objective == "kmedian" else 2
+        self.z = cfg.z
 
     @property
     def plan(self):

@@ -191,7 +191,7 @@ class ClusterJob:
         self.T = cfg.horizon_ticks
         self.n_rings = cfg.n_rings
         self.n_epochs = rules.max_epochs(cfg.horizon_ticks)
-        self.z = 1 if cfg.objective == "kmedian" else 2
+        self.z = cfg.z
         self.release_log = False  # True: release dicts as lines of a release log (dpstream/release_log.py)
 
     def split(self, g: int):
