@@ -28,7 +28,7 @@ from . import epochs
 from .bicriteria import BicriteriaDPCenters
 from .counters import BinaryMechanism, HorizonExceeded
 from .merge_reduce import EpochMergeReduce
-from . import rules
+from . import release_step, rules
 from .noise import NoiseSource
 from .params import EngineConfig
 from .privacy import PrivacyPlan
@@ -95,6 +95,7 @@ class Engine:
         self.peak_state = 0  # largest state_size() seen at the end of a tick's ingestion (before flushes)
         self._adopted_release = None
         self._cache = None
+        self._released = None  # the last refit (release_step.Released): _cache is its (points, weights, centers)
         self.last_ring = None  # ring of each point of the last tick (tracer tests)
         self.z = cfg.z
 
@@ -173,22 +174,20 @@ class Engine:
                 if cfg.ring_centers == "bicriteria+released":
                     # the centers released at this tick, from every epoch's coreset including the one
                     # just flushed: DP outputs of ticks ≤ t, and the new rings only see ticks > t
-                    F = np.vstack([F, self._ring_centers(t, gate)])
+                    F = self._ring_centers(t, F)
                     self._adopted_release = self._cache_version
                 self.mr = EpochMergeReduce(cfg, self.plan, self.noise, self.A, self.epoch, F.copy(),
                                            self.block_size)
         self.t = t
         return self._release(t, count_est)
 
-    def _ring_centers(self, t: int, count: float) -> np.ndarray:
-        """The released centers the new epoch's rings use (post-processing of this tick's release):
-        its k centers, or a (ring_center_factor·k)-means of its coreset."""
-        pts, w, centers = self._refit(t)
-        return epochs.ring_centers(self.cfg, self.noise, pts, w, centers, self.epoch, t)
+    def _ring_centers(self, t: int, candidates: np.ndarray) -> np.ndarray:
+        """The new epoch's ring centers: the candidates and this tick's release (post-processing)."""
+        self._refit(t)
+        return release_step.next_ring_centers(self.cfg, self.noise, candidates, self._released, self.epoch, t)
 
     def _close_epoch(self, t: int) -> None:
-        S = self.mr.released()
-        self.epoch_coresets.append(self.mr.reduce(S, ("B", self.epoch, "epoch", t)))
+        self.epoch_coresets.append(release_step.epoch_coreset(self.cfg, self.noise, self.mr.released(), self.epoch, t))
         self.epoch += 1
         self.epoch_start = t
         self.mr = None  # the next epoch's rings are built from the release of this tick
@@ -203,18 +202,13 @@ class Engine:
     def _refit(self, t: int):
         """(points, weights, centers) of the release of tick t, recomputed only when a DP output
         changed: B's sample of every epoch's coreset and a fresh k-means++ fit of it."""
-        cfg = self.cfg
         version = self._version()
         if version != self._cache_version:
-            sets = self.epoch_coresets + ([self.mr.released()] if self.mr is not None else [])
-            S = WeightedSet.concat(sets, cfg.dim)
-            # B's sample of every epoch's coreset and a fresh k-means++ fit (dpstream.epochs), to the
-            # epochs' coresets with the older ones' weights decayed
-            pts, w = epochs.release_sample(cfg, self.noise, S, self.epoch, t, self.z)
-            fp, fw = epochs.release_fit_sample(cfg, self.noise, sets, pts, w, self.epoch, t, self.z)
-            centers = epochs.release_centers(cfg, self.noise, fp, fw, self.epoch, t)
+            rel = release_step.release(self.cfg, self.noise, self.epoch_coresets,
+                                       self.mr.released() if self.mr is not None else None, self.epoch, t)
             self._refits += 1
-            self._cache = (pts, w, centers)
+            self._released = rel
+            self._cache = (rel.coreset.points, rel.coreset.weights, rel.centers)
             self._cache_version = version
         return self._cache
 

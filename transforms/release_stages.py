@@ -16,8 +16,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms import userstate
 from apache_beam.transforms.window import TimestampedValue
 
-from dpstream import epochs
-from dpstream.merge_reduce import reduce as _reduce
+from dpstream import epochs, release_step
 from dpstream.release import Release
 from dpstream.release_log import same_coreset
 from dpstream.semicoresets import WeightedSet
@@ -177,19 +176,17 @@ class _ReleaseFn(StageFn):
         e = run.epoch
         if p.adopt:  # the epoch's coreset (B of its rings' levels), then the next epoch
             S = WeightedSet.concat([_levels_set(run.levels.get(i, ()), cfg.dim) for i in range(I)], cfg.dim)
-            run.closed.append(_reduce(cfg, ctx.noise, S, ("B", e, "epoch", t), job.z))
+            run.closed.append(release_step.epoch_coreset(cfg, ctx.noise, S, e, t))
             run.levels = {}
             run.epoch = e = e + 1
         window_sets, first = self._window_sets(st, r)
         before = run.last
         if changed_any or run.last is None:
             open_ = WeightedSet.concat([_levels_set(run.levels.get(i, ()), cfg.dim) for i in range(I)], cfg.dim)
-            sets = run.closed + [open_]
-            S = WeightedSet.concat(sets, cfg.dim)
-            pts, w = epochs.release_sample(cfg, ctx.noise, S, e, t, job.z)
-            fit = epochs.release_fit_sample(cfg, ctx.noise, sets, pts, w, e, t, job.z)
+            rc = release_step.release_coreset(cfg, ctx.noise, run.closed, open_, e, t)
+            pts, w = rc.points, rc.weights
             win = epochs.window_sample(cfg, ctx.noise, window_sets, pts, w, t, job.z) if window_sets else None
-            run.last = RunSample(pts, w, (e, t), win, None if fit[0] is pts else fit)
+            run.last = RunSample(pts, w, (e, t), win, None if rc.own_fit else (rc.fit_points, rc.fit_weights))
         pts, w, version, win, fit = run.last
         same_as = None
         if job.release_log:  # the rule of dpstream.release_log.ReleaseLog: the previous tick's, bit for bit
@@ -251,7 +248,8 @@ class _ClusterFn(StageFn):
         ev, tv = rec.version
         # a pure function of (coreset, keys): a memo only skips refitting an unchanged coreset
         fp, fw = rec.fit if rec.fit is not None else (rec.points, rec.weights)
-        centers = self._fit(("c", rec.run, ev, tv), lambda: epochs.release_centers(cfg, ctx.noise, fp, fw, ev, tv))
+        rc = release_step.ReleaseCoreset(rec.points, rec.weights, fp, fw)
+        centers = self._fit(("c", rec.run, ev, tv), lambda: release_step.fit_centers(cfg, ctx.noise, rc, ev, tv))
         wc = centers if rec.window is None else self._fit(
             ("w", rec.run, tv), lambda: epochs.window_centers(cfg, ctx.noise, rec.window[0], rec.window[1], tv))
         rel = Release(tick=rec.tick, epoch=rec.epoch, centers=centers, coreset_points=rec.points,
