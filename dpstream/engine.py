@@ -26,15 +26,14 @@ import numpy as np
 
 from . import epochs
 from .bicriteria import BicriteriaDPCenters
-from .counters import BinaryMechanism, HorizonExceeded
+from .counters import HorizonExceeded
 from .merge_reduce import EpochMergeReduce
-from . import release_step, rules
-from .noise import NoiseSource
+from . import release_step
 from .params import EngineConfig
-from .privacy import PrivacyPlan
 from .release import Release
 from .rings import assign_parts, clip_to_ball  # noqa: F401 (clip_to_ball: re-exported)
-from .semicoresets import WeightedSet, make_semicoreset
+from .run_setup import RunSetup
+from .semicoresets import WeightedSet
 
 
 class ExternalCenters:
@@ -64,14 +63,10 @@ class Engine:
             raise ValueError(f"bicriteria must be one of {self.BICRITERIA}, got {bicriteria!r}")
         self.cfg = cfg
         self.run = int(run)
-        self.noise = NoiseSource(seed, trace=trace, prefix=("run", self.run) if self.run else ())
-        self.plan = PrivacyPlan.build(cfg, test_seed=self.noise.test_seed)
-        self.A = make_semicoreset(cfg, self.plan, self.noise)
-        self.block_size = cfg.block_size if cfg.block_size is not None else rules.block_size(
-            cfg, self.plan, self.A.leaf_threshold())
+        setup = RunSetup(cfg, seed, run=self.run, trace=trace)
+        self.noise, self.plan, self.A, self.block_size = setup.noise, setup.plan, setup.A, setup.block_size
         # the DP count estimate's own binary mechanism (P14), unless the bicriteria gives it
-        self.counter = (BinaryMechanism(1, cfg.horizon_ticks, self.noise, ("count",), self.plan.count_mechanism,
-                                        self.plan.count_scale) if cfg.count_counter else None)
+        self.counter = setup.count_counter() if cfg.count_counter else None
         self.external_bicriteria = bicriteria == "external" and cfg.bicriteria
         if not cfg.bicriteria:
             self.bic = None

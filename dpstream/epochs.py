@@ -21,7 +21,6 @@ import numpy as np
 
 from . import rules
 from .coresets import sensitivity_sample
-from .counters import BinaryMechanism
 from .offline import cluster_coreset
 from .params import EngineConfig
 from .rings import clip_to_ball
@@ -82,7 +81,9 @@ class EpochPlanner:
     released-centers rule, or the paper's ``"bicriteria"`` rule (then a grown F decides): those
     read no release, which is what lets a Beam graph compute the schedule before the rings."""
 
-    def __init__(self, cfg: EngineConfig, plan, noise, block_size: int):
+    def __init__(self, setup):
+        """``setup``: the run's :class:`dpstream.run_setup.RunSetup` (config, noise, plan, M)."""
+        cfg = setup.cfg
         if not (cfg.epoch_schedule == "horizon" or cfg.ring_centers == "bicriteria"):
             raise ValueError("the epoch schedule reads the release (ring_centers='bicriteria+released' with "
                              f"epoch_schedule={cfg.epoch_schedule!r}): only the 'horizon' schedule is loop-free")
@@ -90,9 +91,8 @@ class EpochPlanner:
             raise ValueError("the epoch schedule needs a DP count estimate: a stream counter (privacy_split with "
                              "4 weights) or the bicriteria")
         self.cfg = cfg
-        self.block_size = int(block_size)
-        self.counter = (BinaryMechanism(1, cfg.horizon_ticks, noise, ("count",), plan.count_mechanism,
-                                        plan.count_scale) if cfg.count_counter and not cfg.bicriteria else None)
+        self.block_size = int(setup.block_size)
+        self.counter = setup.count_counter() if cfg.count_counter and not cfg.bicriteria else None
         self.F = [cfg.center_vec.copy()]
         self.t = 0
         self.epoch = 0
