@@ -92,7 +92,6 @@ class Engine:
         self._cache = None
         self._released = None  # the last refit (release_step.Released): _cache is its (points, weights, centers)
         self.last_ring = None  # ring of each point of the last tick (tracer tests)
-        self.z = cfg.z
 
     def __getstate__(self):
         d = dict(self.__dict__)

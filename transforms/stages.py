@@ -183,7 +183,6 @@ class ClusterJob:
         self.T = cfg.horizon_ticks
         self.n_rings = cfg.n_rings
         self.n_epochs = rules.max_epochs(cfg.horizon_ticks)
-        self.z = cfg.z
         self.release_log = False  # True: release dicts as lines of a release log (dpstream/release_log.py)
 
     def split(self, g: int):
