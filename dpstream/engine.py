@@ -76,16 +76,12 @@ class Engine:
             self.bic = BicriteriaDPCenters(cfg, self.plan, self.noise)
         self.center = cfg.center_vec
         self.t = 0
-        self.epoch = 0
-        self.epoch_start = 0
-        self.last_flush = 0  # the last tick every ring's block was released (public ticks, DP counts)
+        self.schedule = epochs.EpochSchedule(cfg, self.block_size)
         self.epoch_coresets: List[WeightedSet] = []
         self.mr = EpochMergeReduce(cfg, self.plan, self.noise, self.A, 0, self.center[None, :], self.block_size)
         self.n_clipped = 0  # operator telemetry: never enters a release
         self.n_points = 0  # operator telemetry
         self._cache_version = None
-        self._adopted_bic = 1
-        self._epoch_count0 = 0.0  # DP count estimate when the open epoch started
         self._refits = 0
         self.peak_state = 0  # largest state_size() seen at the end of a tick's ingestion (before flushes)
         self._adopted_release = None
@@ -109,11 +105,19 @@ class Engine:
     def candidate_centers(self) -> np.ndarray:
         return self.bic.centers if self.bic is not None else self.center[None, :]
 
-    def _adopt_now(self, t: int, grown: bool, count: Optional[float]) -> bool:
-        """Is tick t an epoch change? A function of public parameters and DP outputs only (P8):
-        ``count`` is this tick's DP count estimate (:func:`dpstream.epochs.adopt_now`)."""
-        return epochs.adopt_now(self.cfg, t, grown, count, self._epoch_count0, self.epoch, self.epoch_start,
-                                self.block_size)
+    @property
+    def epoch(self) -> int:
+        """The open epoch."""
+        return self.schedule.epoch
+
+    @property
+    def epoch_start(self) -> int:
+        return self.schedule.epoch_start
+
+    @property
+    def last_flush(self) -> int:
+        """The last tick every ring's block was released (public ticks, DP counts)."""
+        return self.schedule.last_flush
 
     def step(self, points, bicriteria_update=None) -> Release:
         """Advance one tick. ``bicriteria_update`` = (new centers, count estimate) of this tick
@@ -151,19 +155,14 @@ class Engine:
         self.mr.step(t, x, ring, f)
         self.peak_state = max(self.peak_state, self.state_size())
         F = self.candidate_centers()
-        grown = F.shape[0] > self._adopted_bic
-        if cfg.ring_centers == "bicriteria+released" and self._cache is not None:
-            grown = grown or self._cache_version != self._adopted_release
-        final = t == cfg.horizon_ticks
+        changed = (cfg.ring_centers == "bicriteria+released" and self._cache is not None
+                   and self._cache_version != self._adopted_release)
         gate = count_est if count_est is not None else (float(self._cache[1].sum()) if self._cache else 0.0)
-        adopt = self._adopt_now(t, grown, gate)
-        if epochs.flush_now(cfg, t, adopt, final, self.last_flush):
+        adopt, flush, _ = self.schedule.step(t, gate, F.shape[0], changed)
+        if flush:
             # (the public flush ticks flush without an epoch change: a release reflects what arrived)
-            self.last_flush = t
             self.mr.flush(t)
-            if adopt and not final:
-                self._epoch_count0 = gate
-                self._adopted_bic = F.shape[0]
+            if adopt:
                 self._close_epoch(t)
                 if cfg.ring_centers == "bicriteria+released":
                     # the centers released at this tick, from every epoch's coreset including the one
@@ -181,9 +180,9 @@ class Engine:
         return release_step.next_ring_centers(self.cfg, self.noise, candidates, self._released, self.epoch, t)
 
     def _close_epoch(self, t: int) -> None:
-        self.epoch_coresets.append(release_step.epoch_coreset(self.cfg, self.noise, self.mr.released(), self.epoch, t))
-        self.epoch += 1
-        self.epoch_start = t
+        """The epoch that adoption tick t closed (the schedule has opened the next) keeps its coreset."""
+        self.epoch_coresets.append(release_step.epoch_coreset(self.cfg, self.noise, self.mr.released(),
+                                                              self.epoch - 1, t))
         self.mr = None  # the next epoch's rings are built from the release of this tick
 
     def coreset(self) -> WeightedSet:

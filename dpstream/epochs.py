@@ -60,6 +60,40 @@ def flush_now(cfg: EngineConfig, t: int, adopt: bool, final: bool, last_flush: i
                                                                                    cfg.flush_schedule))
 
 
+class EpochSchedule:
+    """The epoch bookkeeping of one run, the same for both drivers: the open epoch, the tick it started
+    at, the count estimate and number of candidate centers it started with, the last flush tick.
+    ``step`` decides tick t's flags from public parameters and DP outputs only (P8) and advances."""
+
+    def __init__(self, cfg: EngineConfig, block_size: int):
+        self.cfg = cfg
+        self.block_size = int(block_size)
+        self.epoch = 0
+        self.epoch_start = 0
+        self.count0 = 0.0  # the DP count estimate when the open epoch started
+        self.adopted_bic = 1  # |F| when the open epoch started
+        self.last_flush = 0  # the last tick every ring's block was released
+
+    def step(self, t: int, count: Optional[float], n_candidates: int, release_changed: bool = False):
+        """(adopt, flush, final) of tick t: ``count`` its DP count estimate, ``n_candidates`` = |F_t|,
+        ``release_changed``: the release changed since the open epoch's rings took their centers (the
+        engine's release-dependent schedules only). At an adoption the next epoch starts at t."""
+        cfg = self.cfg
+        grown = n_candidates > self.adopted_bic or release_changed
+        final = t == cfg.horizon_ticks
+        adopt = adopt_now(cfg, t, grown, count, self.count0, self.epoch, self.epoch_start, self.block_size)
+        flush = flush_now(cfg, t, adopt, final, self.last_flush)
+        if flush:
+            self.last_flush = t
+        adopt = adopt and not final
+        if adopt:
+            self.count0 = count
+            self.adopted_bic = n_candidates
+            self.epoch += 1
+            self.epoch_start = t
+        return adopt, flush, final
+
+
 class TickPlan(NamedTuple):
     """What the epoch schedule says of tick t of a run (public parameters and DP outputs only)."""
     t: int
@@ -91,15 +125,10 @@ class EpochPlanner:
             raise ValueError("the epoch schedule needs a DP count estimate: a stream counter (privacy_split with "
                              "4 weights) or the bicriteria")
         self.cfg = cfg
-        self.block_size = int(setup.block_size)
         self.counter = setup.count_counter() if cfg.count_counter and not cfg.bicriteria else None
+        self.schedule = EpochSchedule(cfg, setup.block_size)
         self.F = [cfg.center_vec.copy()]
         self.t = 0
-        self.epoch = 0
-        self.epoch_start = 0
-        self.count0 = 0.0
-        self.adopted_bic = 1
-        self.last_flush = 0
 
     def step(self, n_points: int = 0, bicriteria_update=None) -> TickPlan:
         cfg = self.cfg
@@ -112,21 +141,9 @@ class EpochPlanner:
             count = float(count)
         else:
             count = float(self.counter.step(np.array([int(n_points)], dtype=np.int64))[0])
-        grown = len(self.F) > self.adopted_bic
-        final = t == cfg.horizon_ticks
-        epoch, first = self.epoch, self.epoch_start + 1
-        adopt = adopt_now(cfg, t, grown, count, self.count0, self.epoch, self.epoch_start, self.block_size)
-        flush = flush_now(cfg, t, adopt, final, self.last_flush)
-        if flush:
-            self.last_flush = t
-        adopt = adopt and not final
-        candidates = None
-        if adopt:
-            self.count0 = count
-            self.adopted_bic = len(self.F)
-            self.epoch += 1
-            self.epoch_start = t
-            candidates = np.asarray(self.F)
+        epoch, first = self.schedule.epoch, self.schedule.epoch_start + 1
+        adopt, flush, final = self.schedule.step(t, count, len(self.F))
+        candidates = np.asarray(self.F) if adopt else None
         self.t = t
         return TickPlan(t, count, epoch, first, adopt, flush, final, len(self.F), candidates)
 
