@@ -25,6 +25,7 @@ from typing import List, Optional
 import numpy as np
 
 from . import epochs
+from .epochs import ExternalCenters  # noqa: F401 (re-exported)
 from .bicriteria import BicriteriaDPCenters
 from .counters import HorizonExceeded
 from .merge_reduce import EpochMergeReduce
@@ -34,23 +35,6 @@ from .release import Release
 from .rings import assign_parts, clip_to_ball  # noqa: F401 (clip_to_ball: re-exported)
 from .run_setup import RunSetup
 from .semicoresets import WeightedSet
-
-
-class ExternalCenters:
-    """F as the Beam job's CenterRegistry broadcasts it (``Engine(..., bicriteria="external")``):
-    the engine then receives each tick's new centers and count estimate with the tick's points
-    instead of running :class:`BicriteriaDPCenters` itself."""
-
-    def __init__(self, cfg: EngineConfig):
-        self.cfg = cfg
-        self.F = [cfg.center_vec.copy()]
-
-    @property
-    def centers(self) -> np.ndarray:
-        return np.asarray(self.F)
-
-    def state_floats(self) -> int:
-        return len(self.F) * self.cfg.dim
 
 
 class Engine:
@@ -141,11 +125,7 @@ class Engine:
         ring, f = assign_parts(x, self.mr.centers, cfg.ring_base, cfg.n_rings, cfg.ring_ratio)
         self.last_ring = ring
         if self.external_bicriteria:
-            new, count_est = bicriteria_update
-            new = np.asarray(new, dtype=float).reshape(-1, cfg.dim)
-            if len(new):
-                self.bic.F.extend(new)
-            count_est = float(count_est)
+            count_est = self.bic.update(bicriteria_update)
         elif self.bic is not None:
             _, count_est = self.bic.step(x - self.center)
         elif self.counter is not None:
@@ -207,10 +187,8 @@ class Engine:
 
     def _release(self, t: int, count_est: Optional[float]) -> Release:
         pts, w, centers = self._refit(t)
-        if count_est is None:  # no counter: the released mass (DP, biased low)
-            count_est = float(w.sum())
         return Release(tick=t, epoch=self.epoch, centers=centers, coreset_points=pts, coreset_weights=w,
-                       count_estimate=max(0.0, float(count_est)),  # clamped: post-processing
+                       count_estimate=release_step.released_count(count_est, w),
                        n_candidate_centers=int(self.candidate_centers().shape[0]), plan=self.plan)
 
     def state_size(self) -> int:

@@ -60,6 +60,30 @@ def flush_now(cfg: EngineConfig, t: int, adopt: bool, final: bool, last_flush: i
                                                                                    cfg.flush_schedule))
 
 
+class ExternalCenters:
+    """F as the Beam job's CenterRegistry broadcasts it: the ball's center, then each tick's new
+    centers (the engine's ``bicriteria="external"`` and the :class:`EpochPlanner`)."""
+
+    def __init__(self, cfg: EngineConfig):
+        self.cfg = cfg
+        self.F = [cfg.center_vec.copy()]
+
+    def update(self, bicriteria_update) -> float:
+        """Take one tick's (new centers, count estimate); → the count estimate."""
+        new, count = bicriteria_update
+        new = np.asarray(new, dtype=float).reshape(-1, self.cfg.dim)
+        if len(new):
+            self.F.extend(new)
+        return float(count)
+
+    @property
+    def centers(self) -> np.ndarray:
+        return np.asarray(self.F)
+
+    def state_floats(self) -> int:
+        return len(self.F) * self.cfg.dim
+
+
 class EpochSchedule:
     """The epoch bookkeeping of one run, the same for both drivers: the open epoch, the tick it started
     at, the count estimate and number of candidate centers it started with, the last flush tick.
@@ -127,28 +151,24 @@ class EpochPlanner:
         self.cfg = cfg
         self.counter = setup.count_counter() if cfg.count_counter and not cfg.bicriteria else None
         self.schedule = EpochSchedule(cfg, setup.block_size)
-        self.F = [cfg.center_vec.copy()]
+        self.bic = ExternalCenters(cfg)  # without the bicriteria: the ball's center alone
         self.t = 0
 
     def step(self, n_points: int = 0, bicriteria_update=None) -> TickPlan:
         cfg = self.cfg
         t = self.t + 1
         if cfg.bicriteria:
-            new, count = bicriteria_update
-            new = np.asarray(new, dtype=float).reshape(-1, cfg.dim)
-            if len(new):
-                self.F.extend(new)
-            count = float(count)
+            count = self.bic.update(bicriteria_update)
         else:
             count = float(self.counter.step(np.array([int(n_points)], dtype=np.int64))[0])
         epoch, first = self.schedule.epoch, self.schedule.epoch_start + 1
-        adopt, flush, final = self.schedule.step(t, count, len(self.F))
-        candidates = np.asarray(self.F) if adopt else None
+        adopt, flush, final = self.schedule.step(t, count, len(self.bic.F))
+        candidates = self.bic.centers if adopt else None
         self.t = t
-        return TickPlan(t, count, epoch, first, adopt, flush, final, len(self.F), candidates)
+        return TickPlan(t, count, epoch, first, adopt, flush, final, len(self.bic.F), candidates)
 
     def state_floats(self) -> int:
-        return len(self.F) * self.cfg.dim + (self.counter.state_floats() if self.counter is not None else 0)
+        return self.bic.state_floats() + (self.counter.state_floats() if self.counter is not None else 0)
 
 
 def release_sample(cfg: EngineConfig, noise, S: WeightedSet, epoch: int, t: int, z: int):

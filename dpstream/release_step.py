@@ -15,6 +15,7 @@ change to what a release is made of is made in one place and both drivers releas
 * :func:`release` — both, as the engine and ``EpochClose`` need them at once.
 * :func:`next_ring_centers` — the centers a new epoch's rings start with: the bicriteria's
   candidates and the centers released at the adoption tick.
+* :func:`released_count` — the count estimate a release carries.
 
 Everything here is post-processing of DP outputs under keyed noise: the same (seed, run, epoch,
 tick) gives the same bytes in either driver.
@@ -87,3 +88,9 @@ def next_ring_centers(cfg: EngineConfig, noise, candidates: np.ndarray, rel: Rel
     ``ring_center_factor``·k fit of its coreset, :func:`dpstream.epochs.ring_centers`)."""
     ring = epochs.ring_centers(cfg, noise, rel.coreset.points, rel.coreset.weights, rel.centers, epoch, t)
     return np.vstack([candidates, ring])
+
+
+def released_count(count: Optional[float], weights: np.ndarray) -> float:
+    """The count estimate a release carries: the tick's DP count estimate clamped at 0
+    (post-processing), or without a counter the release coreset's mass (DP, biased low)."""
+    return float(weights.sum()) if count is None else max(0.0, float(count))

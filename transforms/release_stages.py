@@ -189,7 +189,7 @@ class _ReleaseFn(StageFn):
                 same_as = run.anchor
             else:
                 run.anchor = t
-        count = max(0.0, float(p.count)) if p.count is not None else float(w.sum())
+        count = release_step.released_count(p.count, w)
         rec = ReleaseRecord(r, t, g, e, pts, w, count, p.n_candidates, version, win, first, same_as=same_as,
                             fit=fit)
         if p.final:  # the run ends: its final coreset joins the window, its state goes
