@@ -475,9 +475,10 @@ def test_cluster_ticks_with_the_whole_engine_in_one_key_equals_the_engine(tmp_pa
 def test_batch_job_with_the_dyadic_flush_ticks_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
     """flush_schedule="dyadic" (ticks 4 and 16 flush without an epoch change on this stream): the
     epoch planner's flush flags drive the job's rings exactly as the engine's own."""
-    orig = job_mod.engine_config
-    monkeypatch.setattr(job_mod, "engine_config", lambda job: orig(job).with_(flush_schedule="dyadic",
-                                                                              first_epoch_blocks=50.0))
+    import pipelines.job.arguments as arguments  # the job's config is built there (the Job holds it)
+    orig = arguments.make_config
+    monkeypatch.setattr(arguments, "make_config", lambda **kw: orig(**kw).with_(flush_schedule="dyadic",
+                                                                                first_epoch_blocks=50.0))
     rng = np.random.default_rng(3)
     X = _blobs(1800, rng)
     np.save(tmp_path / "a.npy", X)
