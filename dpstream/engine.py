@@ -17,6 +17,10 @@
 
 Every step is a function of the tick's records, public parameters and noisy
 values only, and every mechanism advances on every tick, empty or not.
+
+The steps the Beam stages take too are written once, outside this loop: the run's
+setup (:mod:`dpstream.run_setup`), the epoch schedule (:class:`dpstream.epochs.EpochSchedule`),
+the epoch coreset, the release and the next ring centers (:mod:`dpstream.release_step`).
 """
 from __future__ import annotations
 
@@ -147,17 +151,17 @@ class Engine:
                 if cfg.ring_centers == "bicriteria+released":
                     # the centers released at this tick, from every epoch's coreset including the one
                     # just flushed: DP outputs of ticks ≤ t, and the new rings only see ticks > t
-                    F = self._ring_centers(t, F)
+                    F = release_step.next_ring_centers(F, self._ring_centers(t, gate))
                     self._adopted_release = self._cache_version
                 self.mr = EpochMergeReduce(cfg, self.plan, self.noise, self.A, self.epoch, F.copy(),
                                            self.block_size)
         self.t = t
         return self._release(t, count_est)
 
-    def _ring_centers(self, t: int, candidates: np.ndarray) -> np.ndarray:
-        """The new epoch's ring centers: the candidates and this tick's release (post-processing)."""
+    def _ring_centers(self, t: int, count: float) -> np.ndarray:
+        """The released centers the new epoch's rings use (post-processing of this tick's release)."""
         self._refit(t)
-        return release_step.next_ring_centers(self.cfg, self.noise, candidates, self._released, self.epoch, t)
+        return release_step.released_ring_centers(self.cfg, self.noise, self._released, self.epoch, t)
 
     def _close_epoch(self, t: int) -> None:
         """The epoch that adoption tick t closed (the schedule has opened the next) keeps its coreset."""

@@ -6,12 +6,16 @@ DP outputs and keyed noise only, so the two drivers release the same thing for t
   public parameters and DP outputs only). The ``"horizon"`` schedule is capped at
   :func:`dpstream.rules.max_epochs` epochs per run, a public number, so a Beam graph can hold
   one copy of the per-epoch stages per epoch index.
+* :class:`EpochSchedule` — the epoch bookkeeping both drivers step: tick t's adoption, flush and
+  final flags from its DP count estimate and |F|.
+* :class:`ExternalCenters` — F as the CenterRegistry broadcasts it.
 * :class:`EpochPlanner` — the epoch schedule of a run from its DP count estimates alone (the
   stream counter's, or the bicriteria's): every tick's epoch, flush and adoption flags. Loop-free:
   with the ``"horizon"`` schedule no adoption reads a release.
-* :func:`release_sample`, :func:`release_centers`, :func:`ring_centers` — the release of a tick
-  (black box B on the run's coreset, then a fresh k-means++ fit), post-processing under the keys
-  ``("release", epoch, t, …)``.
+* :func:`release_sample`, :func:`release_fit_sample`, :func:`release_centers`, :func:`ring_centers` —
+  the pieces of a tick's release (black box B on the run's coreset, then a fresh k-means++ fit),
+  post-processing under the keys ``("release", epoch, t, …)``; :mod:`dpstream.release_step` puts
+  them together for both drivers.
 """
 from __future__ import annotations
 

@@ -13,8 +13,8 @@ change to what a release is made of is made in one place and both drivers releas
 * :func:`fit_centers` — the k centers of a release coreset (the Beam job runs this in its own
   stateless stage, keyed by tick).
 * :func:`release` — both, as the engine and ``EpochClose`` need them at once.
-* :func:`next_ring_centers` — the centers a new epoch's rings start with: the bicriteria's
-  candidates and the centers released at the adoption tick.
+* :func:`released_ring_centers`, :func:`next_ring_centers` — the centers a new epoch's rings start
+  with: the bicriteria's candidates and the centers released at the adoption tick.
 * :func:`released_count` — the count estimate a release carries.
 
 Everything here is post-processing of DP outputs under keyed noise: the same (seed, run, epoch,
@@ -81,13 +81,16 @@ def release(cfg: EngineConfig, noise, closed: Sequence[WeightedSet], open_: Opti
     return Released(rc, fit_centers(cfg, noise, rc, epoch, t))
 
 
-def next_ring_centers(cfg: EngineConfig, noise, candidates: np.ndarray, rel: Released, epoch: int,
-                      t: int) -> np.ndarray:
-    """The centers of the rings of the epoch ``epoch`` that starts after adoption tick t: the
-    bicriteria's candidates, then the centers of tick t's release ``rel`` (its k centers or a
-    ``ring_center_factor``·k fit of its coreset, :func:`dpstream.epochs.ring_centers`)."""
-    ring = epochs.ring_centers(cfg, noise, rel.coreset.points, rel.coreset.weights, rel.centers, epoch, t)
-    return np.vstack([candidates, ring])
+def released_ring_centers(cfg: EngineConfig, noise, rel: Released, epoch: int, t: int) -> np.ndarray:
+    """The centers of tick t's release ``rel`` that the rings of the epoch ``epoch`` (starting after
+    adoption tick t) use: its k centers or a ``ring_center_factor``·k fit of its coreset
+    (:func:`dpstream.epochs.ring_centers`)."""
+    return epochs.ring_centers(cfg, noise, rel.coreset.points, rel.coreset.weights, rel.centers, epoch, t)
+
+
+def next_ring_centers(candidates: np.ndarray, released: np.ndarray) -> np.ndarray:
+    """The new epoch's ring centers: the bicriteria's candidates, then the released ones."""
+    return np.vstack([candidates, released])
 
 
 def released_count(count: Optional[float], weights: np.ndarray) -> float:

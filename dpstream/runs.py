@@ -14,10 +14,10 @@ gives (ε, δ) for the whole sequence. A person with one record in each of m run
 compose); m records in one run give (m·ε, m·e^((m−1)ε)·δ) by group privacy.
 
 What a release carries besides the run's own centers and coreset: ``window_centers``, centers of a
-public window of runs — the final released coresets of the last ``window_runs`` closed runs and the
-current run's coreset, merged, reduced by black box B and clustered (0: all runs so far, their
-coresets merged into one by B as they close). Released coresets are DP outputs, so the window is
-post-processing and costs no budget.
+public window of runs (:mod:`dpstream.run_window`, which the Beam job keeps too) — the final released
+coresets of the last ``window_runs`` closed runs and the current run's coreset, merged, reduced by black
+box B and clustered (0: all runs so far, their coresets merged into one by B as they close). Released
+coresets are DP outputs, so the window is post-processing and costs no budget.
 
 State: the open run's engine, plus one released coreset (≤ s_B points) per run of the window (or one
 for all time): bounded over any number of runs; a closed run's engine is dropped.
@@ -25,9 +25,6 @@ for all time): bounded over any number of runs; a closed run's engine is dropped
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
-
-import numpy as np
 
 from .counters import HorizonExceeded
 from .engine import Engine
@@ -115,7 +112,6 @@ class RunSequence:
 
     def state_size(self) -> int:
         """Floats held: the open run's engine and the window's released coresets (operator telemetry)."""
-        d = self.cfg.dim
         n = self.engine.state_size()
         n += self.window.state_floats()
         if self._window_cache is not None:
