@@ -20,7 +20,7 @@ from .contributions import ContributionBounder
 from .engine import Engine
 from .runs import RunSequence
 from .noise import seed_bytes
-from .params import EngineConfig
+from .params import EngineConfig, objective_exponent
 from .release import Release
 from .rings import nearest_center
 
@@ -362,7 +362,7 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         if not hasattr(self, "cluster_centers_"):
             raise ValueError("this DPStreamClusterer has no release yet; call fit or partial_fit first")
         dist = nearest_center(self._check_X(X), self.cluster_centers_)[1]
-        return -float((dist if self.objective == "kmedian" else dist ** 2).sum())
+        return -float((dist ** objective_exponent(self.objective)).sum())
 
     def state_size(self, peak: bool = False) -> int:
         """Floats held in the engine's state, measured from its arrays (``peak=True``: the largest seen).

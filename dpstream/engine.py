@@ -17,6 +17,10 @@
 
 Every step is a function of the tick's records, public parameters and noisy
 values only, and every mechanism advances on every tick, empty or not.
+
+The steps the Beam stages take too are written once, outside this loop: the run's
+setup (:mod:`dpstream.run_setup`), the epoch schedule (:class:`dpstream.epochs.EpochSchedule`),
+the epoch coreset, the release and the next ring centers (:mod:`dpstream.release_step`).
 """
 from __future__ import annotations
 
@@ -25,33 +29,16 @@ from typing import List, Optional
 import numpy as np
 
 from . import epochs
+from .epochs import ExternalCenters  # noqa: F401 (re-exported)
 from .bicriteria import BicriteriaDPCenters
-from .counters import BinaryMechanism, HorizonExceeded
+from .counters import HorizonExceeded
 from .merge_reduce import EpochMergeReduce
-from . import rules
-from .noise import NoiseSource
+from . import release_step
 from .params import EngineConfig
-from .privacy import PrivacyPlan
 from .release import Release
 from .rings import assign_parts, clip_to_ball  # noqa: F401 (clip_to_ball: re-exported)
-from .semicoresets import WeightedSet, make_semicoreset
-
-
-class ExternalCenters:
-    """F as the Beam job's CenterRegistry broadcasts it (``Engine(..., bicriteria="external")``):
-    the engine then receives each tick's new centers and count estimate with the tick's points
-    instead of running :class:`BicriteriaDPCenters` itself."""
-
-    def __init__(self, cfg: EngineConfig):
-        self.cfg = cfg
-        self.F = [cfg.center_vec.copy()]
-
-    @property
-    def centers(self) -> np.ndarray:
-        return np.asarray(self.F)
-
-    def state_floats(self) -> int:
-        return len(self.F) * self.cfg.dim
+from .run_setup import RunSetup
+from .semicoresets import WeightedSet
 
 
 class Engine:
@@ -64,14 +51,10 @@ class Engine:
             raise ValueError(f"bicriteria must be one of {self.BICRITERIA}, got {bicriteria!r}")
         self.cfg = cfg
         self.run = int(run)
-        self.noise = NoiseSource(seed, trace=trace, prefix=("run", self.run) if self.run else ())
-        self.plan = PrivacyPlan.build(cfg, test_seed=self.noise.test_seed)
-        self.A = make_semicoreset(cfg, self.plan, self.noise)
-        self.block_size = cfg.block_size if cfg.block_size is not None else rules.block_size(
-            cfg, self.plan, self.A.leaf_threshold())
+        setup = RunSetup(cfg, seed, run=self.run, trace=trace)
+        self.noise, self.plan, self.A, self.block_size = setup.noise, setup.plan, setup.A, setup.block_size
         # the DP count estimate's own binary mechanism (P14), unless the bicriteria gives it
-        self.counter = (BinaryMechanism(1, cfg.horizon_ticks, self.noise, ("count",), self.plan.count_mechanism,
-                                        self.plan.count_scale) if cfg.count_counter else None)
+        self.counter = setup.count_counter() if cfg.count_counter else None
         self.external_bicriteria = bicriteria == "external" and cfg.bicriteria
         if not cfg.bicriteria:
             self.bic = None
@@ -81,22 +64,18 @@ class Engine:
             self.bic = BicriteriaDPCenters(cfg, self.plan, self.noise)
         self.center = cfg.center_vec
         self.t = 0
-        self.epoch = 0
-        self.epoch_start = 0
-        self.last_flush = 0  # the last tick every ring's block was released (public ticks, DP counts)
+        self.schedule = epochs.EpochSchedule(cfg, self.block_size)
         self.epoch_coresets: List[WeightedSet] = []
         self.mr = EpochMergeReduce(cfg, self.plan, self.noise, self.A, 0, self.center[None, :], self.block_size)
         self.n_clipped = 0  # operator telemetry: never enters a release
         self.n_points = 0  # operator telemetry
         self._cache_version = None
-        self._adopted_bic = 1
-        self._epoch_count0 = 0.0  # DP count estimate when the open epoch started
         self._refits = 0
         self.peak_state = 0  # largest state_size() seen at the end of a tick's ingestion (before flushes)
         self._adopted_release = None
         self._cache = None
+        self._released = None  # the last refit (release_step.Released): _cache is its (points, weights, centers)
         self.last_ring = None  # ring of each point of the last tick (tracer tests)
-        self.z = 1 if cfg.objective == "kmedian" else 2
 
     def __getstate__(self):
         d = dict(self.__dict__)
@@ -114,11 +93,19 @@ class Engine:
     def candidate_centers(self) -> np.ndarray:
         return self.bic.centers if self.bic is not None else self.center[None, :]
 
-    def _adopt_now(self, t: int, grown: bool, count: Optional[float]) -> bool:
-        """Is tick t an epoch change? A function of public parameters and DP outputs only (P8):
-        ``count`` is this tick's DP count estimate (:func:`dpstream.epochs.adopt_now`)."""
-        return epochs.adopt_now(self.cfg, t, grown, count, self._epoch_count0, self.epoch, self.epoch_start,
-                                self.block_size)
+    @property
+    def epoch(self) -> int:
+        """The open epoch."""
+        return self.schedule.epoch
+
+    @property
+    def epoch_start(self) -> int:
+        return self.schedule.epoch_start
+
+    @property
+    def last_flush(self) -> int:
+        """The last tick every ring's block was released (public ticks, DP counts)."""
+        return self.schedule.last_flush
 
     def step(self, points, bicriteria_update=None) -> Release:
         """Advance one tick. ``bicriteria_update`` = (new centers, count estimate) of this tick
@@ -142,11 +129,7 @@ class Engine:
         ring, f = assign_parts(x, self.mr.centers, cfg.ring_base, cfg.n_rings, cfg.ring_ratio)
         self.last_ring = ring
         if self.external_bicriteria:
-            new, count_est = bicriteria_update
-            new = np.asarray(new, dtype=float).reshape(-1, cfg.dim)
-            if len(new):
-                self.bic.F.extend(new)
-            count_est = float(count_est)
+            count_est = self.bic.update(bicriteria_update)
         elif self.bic is not None:
             _, count_est = self.bic.step(x - self.center)
         elif self.counter is not None:
@@ -156,24 +139,19 @@ class Engine:
         self.mr.step(t, x, ring, f)
         self.peak_state = max(self.peak_state, self.state_size())
         F = self.candidate_centers()
-        grown = F.shape[0] > self._adopted_bic
-        if cfg.ring_centers == "bicriteria+released" and self._cache is not None:
-            grown = grown or self._cache_version != self._adopted_release
-        final = t == cfg.horizon_ticks
+        changed = (cfg.ring_centers == "bicriteria+released" and self._cache is not None
+                   and self._cache_version != self._adopted_release)
         gate = count_est if count_est is not None else (float(self._cache[1].sum()) if self._cache else 0.0)
-        adopt = self._adopt_now(t, grown, gate)
-        if epochs.flush_now(cfg, t, adopt, final, self.last_flush):
+        adopt, flush, _ = self.schedule.step(t, gate, F.shape[0], changed)
+        if flush:
             # (the public flush ticks flush without an epoch change: a release reflects what arrived)
-            self.last_flush = t
             self.mr.flush(t)
-            if adopt and not final:
-                self._epoch_count0 = gate
-                self._adopted_bic = F.shape[0]
+            if adopt:
                 self._close_epoch(t)
                 if cfg.ring_centers == "bicriteria+released":
                     # the centers released at this tick, from every epoch's coreset including the one
                     # just flushed: DP outputs of ticks ≤ t, and the new rings only see ticks > t
-                    F = np.vstack([F, self._ring_centers(t, gate)])
+                    F = release_step.next_ring_centers(F, self._ring_centers(t, gate))
                     self._adopted_release = self._cache_version
                 self.mr = EpochMergeReduce(cfg, self.plan, self.noise, self.A, self.epoch, F.copy(),
                                            self.block_size)
@@ -181,16 +159,14 @@ class Engine:
         return self._release(t, count_est)
 
     def _ring_centers(self, t: int, count: float) -> np.ndarray:
-        """The released centers the new epoch's rings use (post-processing of this tick's release):
-        its k centers, or a (ring_center_factor·k)-means of its coreset."""
-        pts, w, centers = self._refit(t)
-        return epochs.ring_centers(self.cfg, self.noise, pts, w, centers, self.epoch, t)
+        """The released centers the new epoch's rings use (post-processing of this tick's release)."""
+        self._refit(t)
+        return release_step.released_ring_centers(self.cfg, self.noise, self._released, self.epoch, t)
 
     def _close_epoch(self, t: int) -> None:
-        S = self.mr.released()
-        self.epoch_coresets.append(self.mr.reduce(S, ("B", self.epoch, "epoch", t)))
-        self.epoch += 1
-        self.epoch_start = t
+        """The epoch that adoption tick t closed (the schedule has opened the next) keeps its coreset."""
+        self.epoch_coresets.append(release_step.epoch_coreset(self.cfg, self.noise, self.mr.released(),
+                                                              self.epoch - 1, t))
         self.mr = None  # the next epoch's rings are built from the release of this tick
 
     def coreset(self) -> WeightedSet:
@@ -203,27 +179,20 @@ class Engine:
     def _refit(self, t: int):
         """(points, weights, centers) of the release of tick t, recomputed only when a DP output
         changed: B's sample of every epoch's coreset and a fresh k-means++ fit of it."""
-        cfg = self.cfg
         version = self._version()
         if version != self._cache_version:
-            sets = self.epoch_coresets + ([self.mr.released()] if self.mr is not None else [])
-            S = WeightedSet.concat(sets, cfg.dim)
-            # B's sample of every epoch's coreset and a fresh k-means++ fit (dpstream.epochs), to the
-            # epochs' coresets with the older ones' weights decayed
-            pts, w = epochs.release_sample(cfg, self.noise, S, self.epoch, t, self.z)
-            fp, fw = epochs.release_fit_sample(cfg, self.noise, sets, pts, w, self.epoch, t, self.z)
-            centers = epochs.release_centers(cfg, self.noise, fp, fw, self.epoch, t)
+            rel = release_step.release(self.cfg, self.noise, self.epoch_coresets,
+                                       self.mr.released() if self.mr is not None else None, self.epoch, t)
             self._refits += 1
-            self._cache = (pts, w, centers)
+            self._released = rel
+            self._cache = (rel.coreset.points, rel.coreset.weights, rel.centers)
             self._cache_version = version
         return self._cache
 
     def _release(self, t: int, count_est: Optional[float]) -> Release:
         pts, w, centers = self._refit(t)
-        if count_est is None:  # no counter: the released mass (DP, biased low)
-            count_est = float(w.sum())
         return Release(tick=t, epoch=self.epoch, centers=centers, coreset_points=pts, coreset_weights=w,
-                       count_estimate=max(0.0, float(count_est)),  # clamped: post-processing
+                       count_estimate=release_step.released_count(count_est, w),
                        n_candidate_centers=int(self.candidate_centers().shape[0]), plan=self.plan)
 
     def state_size(self) -> int:

@@ -6,12 +6,16 @@ DP outputs and keyed noise only, so the two drivers release the same thing for t
   public parameters and DP outputs only). The ``"horizon"`` schedule is capped at
   :func:`dpstream.rules.max_epochs` epochs per run, a public number, so a Beam graph can hold
   one copy of the per-epoch stages per epoch index.
+* :class:`EpochSchedule` — the epoch bookkeeping both drivers step: tick t's adoption, flush and
+  final flags from its DP count estimate and |F|.
+* :class:`ExternalCenters` — F as the CenterRegistry broadcasts it.
 * :class:`EpochPlanner` — the epoch schedule of a run from its DP count estimates alone (the
   stream counter's, or the bicriteria's): every tick's epoch, flush and adoption flags. Loop-free:
   with the ``"horizon"`` schedule no adoption reads a release.
-* :func:`release_sample`, :func:`release_centers`, :func:`ring_centers` — the release of a tick
-  (black box B on the run's coreset, then a fresh k-means++ fit), post-processing under the keys
-  ``("release", epoch, t, …)``.
+* :func:`release_sample`, :func:`release_fit_sample`, :func:`release_centers`, :func:`ring_centers` —
+  the pieces of a tick's release (black box B on the run's coreset, then a fresh k-means++ fit),
+  post-processing under the keys ``("release", epoch, t, …)``; :mod:`dpstream.release_step` puts
+  them together for both drivers.
 """
 from __future__ import annotations
 
@@ -21,7 +25,6 @@ import numpy as np
 
 from . import rules
 from .coresets import sensitivity_sample
-from .counters import BinaryMechanism
 from .offline import cluster_coreset
 from .params import EngineConfig
 from .rings import clip_to_ball
@@ -61,6 +64,64 @@ def flush_now(cfg: EngineConfig, t: int, adopt: bool, final: bool, last_flush: i
                                                                                    cfg.flush_schedule))
 
 
+class ExternalCenters:
+    """F as the Beam job's CenterRegistry broadcasts it: the ball's center, then each tick's new
+    centers (the engine's ``bicriteria="external"`` and the :class:`EpochPlanner`)."""
+
+    def __init__(self, cfg: EngineConfig):
+        self.cfg = cfg
+        self.F = [cfg.center_vec.copy()]
+
+    def update(self, bicriteria_update) -> float:
+        """Take one tick's (new centers, count estimate); → the count estimate."""
+        new, count = bicriteria_update
+        new = np.asarray(new, dtype=float).reshape(-1, self.cfg.dim)
+        if len(new):
+            self.F.extend(new)
+        return float(count)
+
+    @property
+    def centers(self) -> np.ndarray:
+        return np.asarray(self.F)
+
+    def state_floats(self) -> int:
+        return len(self.F) * self.cfg.dim
+
+
+class EpochSchedule:
+    """The epoch bookkeeping of one run, the same for both drivers: the open epoch, the tick it started
+    at, the count estimate and number of candidate centers it started with, the last flush tick.
+    ``step`` decides tick t's flags from public parameters and DP outputs only (P8) and advances."""
+
+    def __init__(self, cfg: EngineConfig, block_size: int):
+        self.cfg = cfg
+        self.block_size = int(block_size)
+        self.epoch = 0
+        self.epoch_start = 0
+        self.count0 = 0.0  # the DP count estimate when the open epoch started
+        self.adopted_bic = 1  # |F| when the open epoch started
+        self.last_flush = 0  # the last tick every ring's block was released
+
+    def step(self, t: int, count: Optional[float], n_candidates: int, release_changed: bool = False):
+        """(adopt, flush, final) of tick t: ``count`` its DP count estimate, ``n_candidates`` = |F_t|,
+        ``release_changed``: the release changed since the open epoch's rings took their centers (the
+        engine's release-dependent schedules only). At an adoption the next epoch starts at t."""
+        cfg = self.cfg
+        grown = n_candidates > self.adopted_bic or release_changed
+        final = t == cfg.horizon_ticks
+        adopt = adopt_now(cfg, t, grown, count, self.count0, self.epoch, self.epoch_start, self.block_size)
+        flush = flush_now(cfg, t, adopt, final, self.last_flush)
+        if flush:
+            self.last_flush = t
+        adopt = adopt and not final
+        if adopt:
+            self.count0 = count
+            self.adopted_bic = n_candidates
+            self.epoch += 1
+            self.epoch_start = t
+        return adopt, flush, final
+
+
 class TickPlan(NamedTuple):
     """What the epoch schedule says of tick t of a run (public parameters and DP outputs only)."""
     t: int
@@ -82,7 +143,9 @@ class EpochPlanner:
     released-centers rule, or the paper's ``"bicriteria"`` rule (then a grown F decides): those
     read no release, which is what lets a Beam graph compute the schedule before the rings."""
 
-    def __init__(self, cfg: EngineConfig, plan, noise, block_size: int):
+    def __init__(self, setup):
+        """``setup``: the run's :class:`dpstream.run_setup.RunSetup` (config, noise, plan, M)."""
+        cfg = setup.cfg
         if not (cfg.epoch_schedule == "horizon" or cfg.ring_centers == "bicriteria"):
             raise ValueError("the epoch schedule reads the release (ring_centers='bicriteria+released' with "
                              f"epoch_schedule={cfg.epoch_schedule!r}): only the 'horizon' schedule is loop-free")
@@ -90,48 +153,26 @@ class EpochPlanner:
             raise ValueError("the epoch schedule needs a DP count estimate: a stream counter (privacy_split with "
                              "4 weights) or the bicriteria")
         self.cfg = cfg
-        self.block_size = int(block_size)
-        self.counter = (BinaryMechanism(1, cfg.horizon_ticks, noise, ("count",), plan.count_mechanism,
-                                        plan.count_scale) if cfg.count_counter and not cfg.bicriteria else None)
-        self.F = [cfg.center_vec.copy()]
+        self.counter = setup.count_counter() if cfg.count_counter and not cfg.bicriteria else None
+        self.schedule = EpochSchedule(cfg, setup.block_size)
+        self.bic = ExternalCenters(cfg)  # without the bicriteria: the ball's center alone
         self.t = 0
-        self.epoch = 0
-        self.epoch_start = 0
-        self.count0 = 0.0
-        self.adopted_bic = 1
-        self.last_flush = 0
 
     def step(self, n_points: int = 0, bicriteria_update=None) -> TickPlan:
         cfg = self.cfg
         t = self.t + 1
         if cfg.bicriteria:
-            new, count = bicriteria_update
-            new = np.asarray(new, dtype=float).reshape(-1, cfg.dim)
-            if len(new):
-                self.F.extend(new)
-            count = float(count)
+            count = self.bic.update(bicriteria_update)
         else:
             count = float(self.counter.step(np.array([int(n_points)], dtype=np.int64))[0])
-        grown = len(self.F) > self.adopted_bic
-        final = t == cfg.horizon_ticks
-        epoch, first = self.epoch, self.epoch_start + 1
-        adopt = adopt_now(cfg, t, grown, count, self.count0, self.epoch, self.epoch_start, self.block_size)
-        flush = flush_now(cfg, t, adopt, final, self.last_flush)
-        if flush:
-            self.last_flush = t
-        adopt = adopt and not final
-        candidates = None
-        if adopt:
-            self.count0 = count
-            self.adopted_bic = len(self.F)
-            self.epoch += 1
-            self.epoch_start = t
-            candidates = np.asarray(self.F)
+        epoch, first = self.schedule.epoch, self.schedule.epoch_start + 1
+        adopt, flush, final = self.schedule.step(t, count, len(self.bic.F))
+        candidates = self.bic.centers if adopt else None
         self.t = t
-        return TickPlan(t, count, epoch, first, adopt, flush, final, len(self.F), candidates)
+        return TickPlan(t, count, epoch, first, adopt, flush, final, len(self.bic.F), candidates)
 
     def state_floats(self) -> int:
-        return len(self.F) * self.cfg.dim + (self.counter.state_floats() if self.counter is not None else 0)
+        return self.bic.state_floats() + (self.counter.state_floats() if self.counter is not None else 0)
 
 
 def release_sample(cfg: EngineConfig, noise, S: WeightedSet, epoch: int, t: int, z: int):

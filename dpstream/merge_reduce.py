@@ -45,7 +45,7 @@ class RingMergeReduce:
         self.V = A.directions(("A", self.epoch, self.ring))
         self.block = self._open()
         self.levels: List[Optional[WeightedSet]] = []
-        self.z = 1 if cfg.objective == "kmedian" else 2
+        self.z = cfg.z
 
     def _key(self):
         return ("A", self.epoch, self.ring, self.j)
@@ -120,7 +120,6 @@ class EpochMergeReduce:
         self.svt = LevelZeroAboveThreshold(I, self.block_size, plan.svt_scale, noise, ("svt", epoch))
         self.rings = [RingMergeReduce(cfg, noise, A, epoch, i, self.centers) for i in range(I)]
         self.version = 0
-        self.z = 1 if cfg.objective == "kmedian" else 2
         self.fires = 0
 
     # -- per tick ---------------------------------------------------------------
@@ -151,9 +150,6 @@ class EpochMergeReduce:
                 r.release_block(tick)
         self.fires += 1
         self.version += 1
-
-    def reduce(self, S: WeightedSet, key) -> WeightedSet:
-        return reduce(self.cfg, self.noise, S, key, self.z)
 
     # -- release ------------------------------------------------------------------
     def released(self) -> WeightedSet:

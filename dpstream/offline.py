@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .rings import nearest_center
+from .params import objective_exponent
 
 
 def _pad(centers: np.ndarray, k: int, fill: np.ndarray) -> np.ndarray:
@@ -189,7 +190,7 @@ def cluster_coreset(points, weights, k: int, objective: str, rng: np.random.Gene
     w = np.maximum(np.asarray(weights, dtype=float), 0.0)
     pos = w > 0
     P, w = points[pos], w[pos]
-    z = 1 if objective == "kmedian" else 2
+    z = objective_exponent(objective)
     if P.shape[0] == 0:
         return _pad(np.zeros((0, fallback.size)), k, fallback)
     mean = (w[:, None] * P).sum(axis=0) / w.sum()

@@ -24,6 +24,14 @@ CONTRIBUTIONS = ("records", "tick_mean")
 UNIT_FIELDS = ("max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit")
 
 
+def objective_exponent(objective: str) -> int:
+    """The objective's exponent z in cost = Σ w·dist^z: 1 for k-median, 2 for k-means. Every sampler,
+    reduction and fit of a run takes it from here (or from :attr:`EngineConfig.z`)."""
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {objective!r}")
+    return 1 if objective == "kmedian" else 2
+
+
 def _check(cond: bool, msg: str) -> None:
     if not cond:
         raise ValueError(msg)
@@ -292,6 +300,11 @@ Unit of privacy (:mod:`dpstream.contributions`): max_contributions (L; None = on
         return int(self.max_contributions_per_tick or self.max_contributions)
 
     # -- derived public quantities -----------------------------------------
+    @property
+    def z(self) -> int:
+        """The objective's exponent (:func:`objective_exponent`)."""
+        return objective_exponent(self.objective)
+
     @property
     def buckets(self) -> int:
         return int(self.n_buckets) if self.n_buckets is not None else 4 * self.n_clusters

@@ -25,6 +25,7 @@ from typing import Iterator, List, Optional, Union
 
 import numpy as np
 
+from .params import objective_exponent
 from .release import Release
 from .release_log import resolve
 from .rings import nearest_center
@@ -152,7 +153,7 @@ class ReleaseModel:
         """Minus the cost of X under the released centers (higher is better, as in scikit-learn):
         −Σ min squared distance for k-means, −Σ min distance for k-median."""
         dist = nearest_center(self._check(X), self.cluster_centers_)[1]
-        return -float((dist if self.objective == "kmedian" else dist ** 2).sum())
+        return -float((dist ** objective_exponent(self.objective)).sum())
 
     def __repr__(self) -> str:
         return f"ReleaseModel(tick={self.tick_}, k={self.n_clusters}, d={self.n_features_in_}, " \

@@ -14,10 +14,10 @@ gives (ε, δ) for the whole sequence. A person with one record in each of m run
 compose); m records in one run give (m·ε, m·e^((m−1)ε)·δ) by group privacy.
 
 What a release carries besides the run's own centers and coreset: ``window_centers``, centers of a
-public window of runs — the final released coresets of the last ``window_runs`` closed runs and the
-current run's coreset, merged, reduced by black box B and clustered (0: all runs so far, their
-coresets merged into one by B as they close). Released coresets are DP outputs, so the window is
-post-processing and costs no budget.
+public window of runs (:mod:`dpstream.run_window`, which the Beam job keeps too) — the final released
+coresets of the last ``window_runs`` closed runs and the current run's coreset, merged, reduced by black
+box B and clustered (0: all runs so far, their coresets merged into one by B as they close). Released
+coresets are DP outputs, so the window is post-processing and costs no budget.
 
 State: the open run's engine, plus one released coreset (≤ s_B points) per run of the window (or one
 for all time): bounded over any number of runs; a closed run's engine is dropped.
@@ -25,17 +25,13 @@ for all time): bounded over any number of runs; a closed run's engine is dropped
 from __future__ import annotations
 
 import dataclasses
-from collections import deque
-from typing import Optional
 
-import numpy as np
-
-from . import epochs
 from .counters import HorizonExceeded
 from .engine import Engine
 from .noise import as_seed
 from .params import EngineConfig
 from .release import Release
+from .run_window import RunWindow, window_centers
 
 
 class RunSequence:
@@ -48,11 +44,13 @@ class RunSequence:
         self._trace, self._bicriteria = trace, bicriteria
         self.run = 0
         self.engine = Engine(cfg, seed, trace=trace, bicriteria=bicriteria)
-        # the window: (run, points, weights) of closed runs' final releases; W = 0 keeps one all-time set
-        self.closed: deque = deque(maxlen=cfg.window_runs if cfg.window_runs > 0 else None)
-        self._all_time = None
+        self.window = RunWindow(cfg)  # closed runs' final released coresets
         self._window_cache = None
-        self.z = 1 if cfg.objective == "kmedian" else 2
+
+    @property
+    def closed(self):
+        """The window's closed runs, (run, points, weights) each (the last W; empty with W = 0)."""
+        return self.window.closed
 
     @property
     def plan(self):
@@ -92,43 +90,30 @@ class RunSequence:
         exact counters) is dropped."""
         last = self.engine._cache  # (points, weights, centers) of the run's final release
         pts, w, _ = last
-        if self.cfg.window_runs == 0:
-            self._all_time = epochs.all_time_merge(self.cfg, self.engine.noise, self._all_time, pts, w, self.run,
-                                                   self.z)
-        else:
-            self.closed.append((self.run, pts, w))
+        self.window.close_run(self.engine.noise, self.run, pts, w)
         self._clipped_before += self.engine.n_clipped
         self._points_before += self.engine.n_points
         self.run += 1
         self.engine = Engine(self.cfg, self._seed, trace=self._trace, bicriteria=self._bicriteria, run=self.run)
         self._window_cache = None
 
-    def _window_sets(self):
-        if self.cfg.window_runs == 0:
-            return ([] if self._all_time is None else [self._all_time]), 0
-        sets = [(p, w) for _, p, w in self.closed]
-        return sets, (self.closed[0][0] if self.closed else self.run)
-
     def _with_window(self, rel: Release) -> Release:
         cfg = self.cfg
-        sets, first = self._window_sets()
+        sets, first = self.window.sets(self.run)
         kw = dict(run=self.run, global_tick=self.run * cfg.horizon_ticks + rel.tick, window_first_run=first)
         if not sets:  # run 0 (or nothing closed yet): the window is the run itself
             return dataclasses.replace(rel, window_centers=rel.centers, **kw)
         version = (self.run, self.engine._cache_version)
         if self._window_cache is None or self._window_cache[0] != version:
-            P, W = epochs.window_sample(cfg, self.engine.noise, sets, rel.coreset_points, rel.coreset_weights,
-                                        rel.tick, self.z)
-            self._window_cache = (version, epochs.window_centers(cfg, self.engine.noise, P, W, rel.tick))
+            sample, _ = self.window.sample(self.engine.noise, self.run, rel.coreset_points, rel.coreset_weights,
+                                           rel.tick)
+            self._window_cache = (version, window_centers(cfg, self.engine.noise, sample, rel.centers, rel.tick))
         return dataclasses.replace(rel, window_centers=self._window_cache[1], **kw)
 
     def state_size(self) -> int:
         """Floats held: the open run's engine and the window's released coresets (operator telemetry)."""
-        d = self.cfg.dim
         n = self.engine.state_size()
-        n += sum(p.size + w.size for _, p, w in self.closed)
-        if self._all_time is not None:
-            n += self._all_time[0].size + self._all_time[1].size
+        n += self.window.state_floats()
         if self._window_cache is not None:
             n += self._window_cache[1].size
         return int(n)

@@ -29,6 +29,7 @@ from typing import List, Optional, Tuple
 
 import numpy as np
 
+from dpstream.params import objective_exponent
 from dpstream.privacy import plan_table
 
 PREFIX_SAMPLE = 20_000  # k-median prefixes are scored on a uniform sample of at most this many points
@@ -177,7 +178,7 @@ def write_report(job, log=print) -> dict:
         return summary
     # ---- NON-PRIVATE evaluation (operator only) ----
     k, objective = job.k, job.objective
-    z = 1 if objective == "kmedian" else 2
+    z = objective_exponent(objective)
     name = {"kmeans": "k-means cost (Σ squared distances)", "kmedian": "k-median cost (Σ distances)"}[objective]
     ref_name = ("scikit-learn KMeans (k-means++, n_init=10)" if objective == "kmeans"
                 else "weighted Lloyd with Weiszfeld medians (D¹ seeding, n_init=2)")

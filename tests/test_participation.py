@@ -31,6 +31,7 @@ import numpy as np
 import pytest
 
 import dpstream.blocks as blocks_mod
+import dpstream.counters as counters_mod
 import dpstream.engine as engine_mod
 import dpstream.merge_reduce as mr_mod
 import dpstream.semicoresets as sc_mod
@@ -352,8 +353,8 @@ BROKEN = {
 
 def _broken_counter_twice(monkeypatch):
     """The stream counter adds each point twice."""
-    orig = engine_mod.BinaryMechanism.step
-    monkeypatch.setattr(engine_mod.BinaryMechanism, "step",
+    orig = counters_mod.BinaryMechanism.step
+    monkeypatch.setattr(counters_mod.BinaryMechanism, "step",
                         lambda self, u: orig(self, None if u is None else 2 * np.asarray(u)))
 
 

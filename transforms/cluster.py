@@ -102,7 +102,7 @@ class _EpochPlanFn(StageFn):
         ctx = self.run(r)
         planner = st.planner
         if planner is None:
-            planner = epochs.EpochPlanner(cfg, ctx.plan, ctx.noise, ctx.block_size)
+            planner = epochs.EpochPlanner(ctx)
         elif planner.counter is not None:
             planner.counter.noise = ctx.noise
         plans = []

@@ -14,8 +14,8 @@ import apache_beam as beam
 from apache_beam.coders import BytesCoder, PickleCoder
 from apache_beam.transforms import userstate
 
-from dpstream import epochs
-from dpstream.merge_reduce import RingMergeReduce as _Ring, reduce as _reduce
+from dpstream import release_step
+from dpstream.merge_reduce import RingMergeReduce as _Ring
 from dpstream.rings import assign_parts
 from dpstream.semicoresets import WeightedSet
 from dpstream.sparse_vector import LevelZeroAboveThreshold
@@ -277,11 +277,10 @@ class _EpochCloseFn(_EpochStageFn):
         state.clear()
         ctx, t = self.run(r), st.tick
         S = WeightedSet.concat([st.sets[i] for i in range(job.n_rings)], cfg.dim)
-        coresets = list(st.prev) + [_reduce(cfg, ctx.noise, S, ("B", e, "epoch", t), job.z)]
-        pts, w = epochs.release_sample(cfg, ctx.noise, WeightedSet.concat(coresets, cfg.dim), e + 1, t, job.z)
-        fp, fw = epochs.release_fit_sample(cfg, ctx.noise, coresets, pts, w, e + 1, t, job.z)
-        centers = epochs.release_centers(cfg, ctx.noise, fp, fw, e + 1, t)
-        F = np.vstack([st.candidates, epochs.ring_centers(cfg, ctx.noise, pts, w, centers, e + 1, t)])
+        coresets = list(st.prev) + [release_step.epoch_coreset(cfg, ctx.noise, S, e, t)]
+        rel = release_step.release(cfg, ctx.noise, coresets, None, e + 1, t)
+        ring = release_step.released_ring_centers(cfg, ctx.noise, rel, e + 1, t)
+        F = release_step.next_ring_centers(st.candidates, ring)
         # the next epoch's ring centers to every shard; the coresets so far ride with shard 0's copy
         # (AssignRings[e+1] shard 0 → RingMergeReduce[e+1] ring 0 → EpochClose[e+1]): a direct edge
         # EpochClose[e] → EpochClose[e+1] would double, copy after copy, the (empty) bundles the

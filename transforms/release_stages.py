@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, List, NamedTuple, Optional, Tuple
+from typing import Any, NamedTuple, Optional, Tuple
 
 import numpy as np
 
@@ -16,10 +16,10 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms import userstate
 from apache_beam.transforms.window import TimestampedValue
 
-from dpstream import epochs
-from dpstream.merge_reduce import reduce as _reduce
+from dpstream import release_step
 from dpstream.release import Release
 from dpstream.release_log import same_coreset
+from dpstream.run_window import RunWindow, window_centers
 from dpstream.semicoresets import WeightedSet
 from transforms.parse import NAMESPACE
 from transforms.release_json import ReleaseEncoder
@@ -61,13 +61,6 @@ class RunSample(NamedTuple):
     fit: Optional[Tuple[np.ndarray, np.ndarray]] = None  # what the centers are fitted to (None: the coreset)
 
 
-class ClosedRun(NamedTuple):
-    """A closed run's final released coreset, kept for the window of runs."""
-    run: int
-    points: np.ndarray
-    weights: np.ndarray
-
-
 @dataclass
 class RunState:
     """ReleaseCoreset's state of the open run: its epoch, the open rings' levels by ring, the closed
@@ -83,14 +76,13 @@ class RunState:
 @dataclass
 class ReleaseState:
     """ReleaseCoreset's state (one key): the last global tick released, the ticks planned and the ring
-    records counted per tick not yet released, the open run, and for the window the closed runs'
-    coresets (the last W) or their all-time merge (W = 0)."""
+    records counted per tick not yet released, the open run, and the window of closed runs (the
+    last W runs' final coresets or their all-time merge; created at the first tick)."""
     done: int = 0
     planned: set = field(default_factory=set)
     have: dict = field(default_factory=dict)
     run: Optional[RunState] = None
-    closed: List[ClosedRun] = field(default_factory=list)
-    all_time: Optional[tuple] = None
+    window: Optional[RunWindow] = None
 
 
 class _ReleaseFn(StageFn):
@@ -177,19 +169,19 @@ class _ReleaseFn(StageFn):
         e = run.epoch
         if p.adopt:  # the epoch's coreset (B of its rings' levels), then the next epoch
             S = WeightedSet.concat([_levels_set(run.levels.get(i, ()), cfg.dim) for i in range(I)], cfg.dim)
-            run.closed.append(_reduce(cfg, ctx.noise, S, ("B", e, "epoch", t), job.z))
+            run.closed.append(release_step.epoch_coreset(cfg, ctx.noise, S, e, t))
             run.levels = {}
             run.epoch = e = e + 1
-        window_sets, first = self._window_sets(st, r)
+        if st.window is None:
+            st.window = RunWindow(cfg)
+        first = st.window.sets(r)[1]
         before = run.last
         if changed_any or run.last is None:
             open_ = WeightedSet.concat([_levels_set(run.levels.get(i, ()), cfg.dim) for i in range(I)], cfg.dim)
-            sets = run.closed + [open_]
-            S = WeightedSet.concat(sets, cfg.dim)
-            pts, w = epochs.release_sample(cfg, ctx.noise, S, e, t, job.z)
-            fit = epochs.release_fit_sample(cfg, ctx.noise, sets, pts, w, e, t, job.z)
-            win = epochs.window_sample(cfg, ctx.noise, window_sets, pts, w, t, job.z) if window_sets else None
-            run.last = RunSample(pts, w, (e, t), win, None if fit[0] is pts else fit)
+            rc = release_step.release_coreset(cfg, ctx.noise, run.closed, open_, e, t)
+            pts, w = rc.points, rc.weights
+            win, _ = st.window.sample(ctx.noise, r, pts, w, t)
+            run.last = RunSample(pts, w, (e, t), win, None if rc.own_fit else (rc.fit_points, rc.fit_weights))
         pts, w, version, win, fit = run.last
         same_as = None
         if job.release_log:  # the rule of dpstream.release_log.ReleaseLog: the previous tick's, bit for bit
@@ -197,21 +189,13 @@ class _ReleaseFn(StageFn):
                 same_as = run.anchor
             else:
                 run.anchor = t
-        count = max(0.0, float(p.count)) if p.count is not None else float(w.sum())
+        count = release_step.released_count(p.count, w)
         rec = ReleaseRecord(r, t, g, e, pts, w, count, p.n_candidates, version, win, first, same_as=same_as,
                             fit=fit)
         if p.final:  # the run ends: its final coreset joins the window, its state goes
-            if cfg.window_runs == 0:
-                st.all_time = epochs.all_time_merge(cfg, ctx.noise, st.all_time, pts, w, r, job.z)
-            else:
-                st.closed = (st.closed + [ClosedRun(r, pts, w)])[-cfg.window_runs:]
+            st.window.close_run(ctx.noise, r, pts, w)
             st.run = None
         return rec
-
-    def _window_sets(self, st, r):
-        if self.job.cfg.window_runs == 0:
-            return ([] if st.all_time is None else [st.all_time]), 0
-        return [(c.points, c.weights) for c in st.closed], (st.closed[0].run if st.closed else r)
 
 
 class ReleaseCoreset(beam.PTransform):
@@ -251,9 +235,10 @@ class _ClusterFn(StageFn):
         ev, tv = rec.version
         # a pure function of (coreset, keys): a memo only skips refitting an unchanged coreset
         fp, fw = rec.fit if rec.fit is not None else (rec.points, rec.weights)
-        centers = self._fit(("c", rec.run, ev, tv), lambda: epochs.release_centers(cfg, ctx.noise, fp, fw, ev, tv))
+        rc = release_step.ReleaseCoreset(rec.points, rec.weights, fp, fw)
+        centers = self._fit(("c", rec.run, ev, tv), lambda: release_step.fit_centers(cfg, ctx.noise, rc, ev, tv))
         wc = centers if rec.window is None else self._fit(
-            ("w", rec.run, tv), lambda: epochs.window_centers(cfg, ctx.noise, rec.window[0], rec.window[1], tv))
+            ("w", rec.run, tv), lambda: window_centers(cfg, ctx.noise, rec.window, centers, tv))
         rel = Release(tick=rec.tick, epoch=rec.epoch, centers=centers, coreset_points=rec.points,
                       coreset_weights=rec.weights, count_estimate=rec.count, n_candidate_centers=rec.n_candidates,
                       plan=ctx.plan, run=rec.run, global_tick=rec.global_tick, window_centers=wc,

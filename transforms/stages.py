@@ -18,10 +18,9 @@ import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
 from dpstream import rules
-from dpstream.noise import MIN_SEED_BYTES, NoiseSource, key_material_problem
+from dpstream.noise import MIN_SEED_BYTES, key_material_problem
 from dpstream.params import EngineConfig
-from dpstream.privacy import PrivacyPlan
-from dpstream.semicoresets import make_semicoreset
+from dpstream.run_setup import RunSetup
 from transforms.keystats import KeyStats
 from transforms.tick_timer import TickSchedule
 from dpstream.clock import Partial
@@ -168,19 +167,12 @@ def open_msg(item):
 _PLANS: dict = {}
 
 
-class RunContext:
-    """What every stage of one run shares, rebuilt on each worker (never pickled): the run's noise
-    source (its index in every key), the privacy plan (cached per process: built once), A and M."""
+class RunContext(RunSetup):
+    """What every stage of one run shares (:class:`dpstream.run_setup.RunSetup`: noise, privacy plan, A,
+    M), rebuilt on each worker (never pickled), the privacy plan cached per process (built once)."""
 
     def __init__(self, cfg: EngineConfig, seed: bytes, run: int):
-        self.noise = NoiseSource(seed, prefix=("run", run) if run else ())
-        key = (cfg, self.noise.test_seed)
-        if key not in _PLANS:
-            _PLANS[key] = PrivacyPlan.build(cfg, test_seed=self.noise.test_seed)
-        self.plan = _PLANS[key]
-        self.A = make_semicoreset(cfg, self.plan, self.noise)
-        self.block_size = cfg.block_size if cfg.block_size is not None else rules.block_size(
-            cfg, self.plan, self.A.leaf_threshold())
+        super().__init__(cfg, seed, run, plans=_PLANS)
 
 
 class ClusterJob:
@@ -191,7 +183,6 @@ class ClusterJob:
         self.T = cfg.horizon_ticks
         self.n_rings = cfg.n_rings
         self.n_epochs = rules.max_epochs(cfg.horizon_ticks)
-        self.z = 1 if cfg.objective == "kmedian" else 2
         self.release_log = False  # True: release dicts as lines of a release log (dpstream/release_log.py)
 
     def split(self, g: int):
