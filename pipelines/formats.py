@@ -187,8 +187,8 @@ def _first_line(path: str) -> Optional[str]:
 
 
 def text_options(job, fmt: str):
-    """The :class:`~transforms.parse.TextOptions` of one parser of the job (None: the defaults)."""
-    from transforms.parse import TextOptions
+    """The :class:`~transforms.text_formats.TextOptions` of one parser of the job (None: the defaults)."""
+    from transforms.text_formats import TextOptions
 
     cols = getattr(job, "columns", None)
     if fmt == "csv":

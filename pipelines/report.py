@@ -107,7 +107,8 @@ def raw_points(job) -> Tuple[Optional[np.ndarray], Optional[np.ndarray], str]:
 def _read_points(spec, dim: int, job=None):
     """(points, slots, ts) of one file's valid records, parsed as the job parses them."""
     from pipelines.formats import read_parquet, text_options
-    from transforms.parse import ParsedBatch, Record, parse_record
+    from transforms.parser import parse_record
+    from transforms.records import ParsedBatch, Record
 
     if spec.fmt == "numpy":
         arr = read_parquet(spec.path, spec.columns) if spec.path.lower().endswith(".parquet") \
@@ -118,7 +119,7 @@ def _read_points(spec, dim: int, job=None):
         ok = np.all(np.isfinite(X), axis=1)
         idx = np.flatnonzero(ok)
         return X[idx], idx.astype(np.int64) + spec.offset, np.full(idx.size, np.nan)
-    from pipelines.sources import split_lines, read_all
+    from pipelines.file_bytes import read_all, split_lines
     lines = split_lines(read_all(spec.path))
     if spec.skip_header:
         lines = lines[1:]

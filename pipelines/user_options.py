@@ -54,7 +54,7 @@ def prepare(ns) -> None:
 
 def apply(job, ns) -> None:
     """Copy the options onto the parsed job and check them (ValueError with the fix)."""
-    from transforms.parse import TextOptions
+    from transforms.text_formats import TextOptions
 
     frac = ns.max_dead_letter_fraction
     if not 0 <= frac <= 1:

@@ -16,26 +16,34 @@
   ``release_stages.py``; ``docs/beam-graph.md``), one release per tick of every run; the bicriteria
   (Alg. 2) as BicriteriaCenters and CenterRegistry (``transforms/bicriteria.py``).
 
-All are importable without running a pipeline; the modules import
-``apache_beam`` at import time, so import them only where Beam is installed.
+Parsing without Beam: :mod:`transforms.records` (the record, point and dead-letter types) and
+:mod:`transforms.parser` (:func:`~transforms.parser.parse_record`) import no ``apache_beam``, so the
+report step and any tool read a file as the job does where Beam is not installed. Every other module
+imports ``apache_beam``; this package imports none of them until a name below is first asked for.
 """
-from transforms.parse import (  # noqa: F401
-    DEAD_LETTER,
-    MAX_RAW_CHARS,
-    REASONS,
-    ParsedPoint,
-    ParsePoints,
-    ParsePointsFn,
-    Record,
-    count_items,
-    parse_record,
-    records_from_arrays,
-    records_from_lines,
-)
-from transforms.ticks import (  # noqa: F401
-    BatchIntoTicks,
-    TickClock,
-    merge_partials,
-)
-from transforms.dedup import DedupByMessageId, redelivery_window  # noqa: F401
-from transforms.cluster import ClusterTicks, load_seed  # noqa: F401,E402
+from __future__ import annotations
+
+import importlib
+
+_LAZY = {  # the package's names, each loaded from its module on first use
+    **dict.fromkeys(("DEAD_LETTER", "ParsePoints", "ParsePointsFn"), "transforms.parse"),
+    **dict.fromkeys(("MAX_RAW_CHARS", "REASONS", "ParsedPoint", "Record", "count_items", "records_from_arrays",
+                     "records_from_lines"), "transforms.records"),
+    "parse_record": "transforms.parser",
+    **dict.fromkeys(("BatchIntoTicks", "TickClock", "merge_partials"), "transforms.ticks"),
+    **dict.fromkeys(("DedupByMessageId", "redelivery_window"), "transforms.dedup"),
+    **dict.fromkeys(("ClusterTicks", "load_seed"), "transforms.cluster"),
+}
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str):
+    if name not in _LAZY:
+        raise AttributeError(f"module 'transforms' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_LAZY))

@@ -24,7 +24,7 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.utils.timestamp import Duration, Timestamp
 
 from dpstream.clock import MICROS
-from transforms.parse import as_seconds
+from transforms.records import as_seconds
 from transforms.ticks import stage_counter
 
 

@@ -359,17 +359,17 @@ def test_pipeline_outputs_points_and_dead_letters_and_counts_them():
 def test_a_line_that_raises_is_its_own_dead_letter_not_its_blocks(monkeypatch):
     """Lines travel in blocks; a line whose parsing raises must cost that line only (one record's
     content never decides the fate of the others in its block)."""
-    import transforms.parse as parse_mod
+    import transforms.parser as parser_mod
     from transforms.parse import Lines, Record, parse_record
 
-    original = parse_mod._parse_record
+    original = parser_mod._parse_record
 
     def hostile(element, *a, **k):
         if isinstance(element, Record) and element.raw == b"3,3":
             raise RuntimeError("a hostile line")
         return original(element, *a, **k)
 
-    monkeypatch.setattr(parse_mod, "_parse_record", hostile)
+    monkeypatch.setattr(parser_mod, "_parse_record", hostile)
     block = Lines([b"1,1", b"2,2", b"3,3", b"4,4"])
     points, dead = parse_record(Record(block, 10), 2, "csv", batch_arrays=False)
     assert [p.slot for p in points] == [10, 11, 13]

@@ -29,7 +29,7 @@ _BUCKETS = (
 _KEY_FUNCS = (  # (module, qualified name, label); resolved to (file, first line) so classes are told apart
     ("pipelines.sources", "_ReadFileFn.process", "_ReadFileFn.process (per file)"),
     ("transforms.parse", "ParsePointsFn.process", "ParsePointsFn.process (per record)"),
-    ("transforms.parse", "_parse_array", "↳ _parse_array (one ParsedBatch per record)"),
+    ("transforms.parser", "_parse_array", "↳ _parse_array (one ParsedBatch per record)"),
     ("transforms.ticks", "_AssignTicksFn.process", "_AssignTicksFn.process (per ParsedBatch)"),
     ("transforms.ticks", "_AssignTicksFn._process_batch", "↳ _AssignTicksFn._process_batch"),
     ("transforms.ticks", "_AssignTicksFn._flush", "↳ _AssignTicksFn._flush (cut into (shard, tick) partials)"),
