@@ -215,9 +215,10 @@ def _counter_note(L_T: int, rel_cnt: float) -> str:
     return note
 
 
-@dataclass
+@dataclass(frozen=True)
 class PrivacyPlan:
-    """The calibrated noise of every mechanism, derived from one EngineConfig."""
+    """The calibrated noise of every mechanism, derived from one EngineConfig. Frozen: every mechanism
+    reads the plan it was built with, and a changed copy is a new plan (``dataclasses.replace``)."""
 
     epsilon: float
     delta: float

@@ -21,6 +21,8 @@ and asserts it is ≤ (ε, δ).  Each check is shown to catch a broken plan.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import itertools
 import math
 
@@ -317,15 +319,13 @@ def _plan_short_horizon(cfg):
 def _plan_with_svt_half_noise(cfg):
     """SVT noise Lap(Δ/ε) while ε_svt is charged as for Lap(2Δ/ε)."""
     p = PrivacyPlan.build(cfg)
-    p.svt_scale /= 2
-    return p
+    return dataclasses.replace(p, svt_scale=p.svt_scale / 2)  # the plan is frozen: a changed copy
 
 
 def _plan_with_count_half_noise(cfg):
     """The stream counter's node noise halved (its p-sum multiplicity forgotten)."""
     p = PrivacyPlan.build(cfg)
-    p.count_scale /= 2
-    return p
+    return dataclasses.replace(p, count_scale=p.count_scale / 2)
 
 
 def _plan_level0_one_bit(cfg, monkeypatch):

@@ -25,6 +25,8 @@ Each check is shown to catch a deliberately broken engine (``BROKEN`` cases).
 """
 from __future__ import annotations
 
+import dataclasses
+
 import math
 
 import numpy as np
@@ -335,8 +337,8 @@ def _broken_plan_design_count(monkeypatch):
 
     def build(cls, cfg, test_seed=False):
         p = orig(cls, cfg, test_seed)
-        p.participation = dict(p.participation, bicriteria_counter_instances=cfg.n_trees * cfg.grid_levels)
-        return p
+        return dataclasses.replace(p, participation=dict(
+            p.participation, bicriteria_counter_instances=cfg.n_trees * cfg.grid_levels))
 
     monkeypatch.setattr(privacy_mod.PrivacyPlan, "build", classmethod(build))
 

@@ -59,3 +59,18 @@ def test_the_plan_names_both_relations_and_says_why_they_differ(rel):
     else:
         assert "present" in note
     assert note in plan_table(d)
+
+
+def test_the_plan_is_frozen():
+    """Every mechanism reads the plan it was built with: a calibration cannot be changed after the fact."""
+    import dataclasses
+
+    import pytest
+
+    from dpstream.params import EngineConfig
+    from dpstream.privacy import PrivacyPlan
+
+    plan = PrivacyPlan.build(EngineConfig(n_clusters=3, dim=2, radius=5.0, epsilon=1.0))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        plan.svt_scale = 0.0
+    assert dataclasses.replace(plan, svt_scale=1.0).svt_scale == 1.0 and plan.svt_scale != 1.0

@@ -6,6 +6,7 @@ exceed the configured ε.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
@@ -24,15 +25,16 @@ def plan_scales_halved(monkeypatch, *which: str, factor: float = 0.5):
 
     def build(cls, cfg, test_seed=False):
         plan = orig(cls, cfg, test_seed)
+        changed = {}
         if "bic" in which:
-            plan.bic_scale = {lv: s * factor for lv, s in plan.bic_scale.items()}
+            changed["bic_scale"] = {lv: s * factor for lv, s in plan.bic_scale.items()}
         if "svt" in which:
-            plan.svt_scale *= factor
+            changed["svt_scale"] = plan.svt_scale * factor
         if "a_count" in which:
-            plan.a_count_scale *= factor
+            changed["a_count_scale"] = plan.a_count_scale * factor
         if "a_sum" in which:
-            plan.a_sum_scale *= factor
-        return plan
+            changed["a_sum_scale"] = plan.a_sum_scale * factor
+        return dataclasses.replace(plan, **changed)  # the plan is frozen
 
     monkeypatch.setattr(PrivacyPlan, "build", classmethod(build))
 
@@ -129,8 +131,7 @@ def plan_ignores_replace_one(monkeypatch):
 
     def build(cls, cfg, test_seed=False):
         plan = orig(cls, cfg.with_(neighbouring="add_remove"), test_seed)
-        plan.neighbouring = cfg.neighbouring
-        return plan
+        return dataclasses.replace(plan, neighbouring=cfg.neighbouring)
 
     monkeypatch.setattr(PrivacyPlan, "build", classmethod(build))
 
