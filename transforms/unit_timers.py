@@ -8,7 +8,8 @@ stage buffers each (run, unit) key's admitted records in its own state, with one
 at the decision time of its earliest pending tick, ``D_k`` rounded up to the next whole millisecond
 (strictly after every admissible publish time, and a time the runners keep exactly). When it fires,
 the key's ticks up to k are decided in tick order, each from the unit's own records and the public
-bounds only — :func:`dpstream.contributions.unit_keep` on the records sorted by (ts, message id), or
+bounds only — :func:`dpstream.contributions.unit_keep` on the records in their own total order (a file's slot,
+then ts, message id and coordinates: :func:`record_order`), or
 :func:`~dpstream.contributions.unit_tick_means` (the mean at its first record's time and id) — and the
 run's kept count, in the key's state, caps the run at L. The kept records go on to ``BatchIntoTicks``
 unchanged (their own ts and publish time), so they land in their own tick and pass its admission.
@@ -26,10 +27,9 @@ published after their deadline) are dropped here and counted under BatchIntoTick
 clock: no record reaches the ticks around the bounds.
 
 State per key: the records of its undecided ticks, the run's kept count and the armed tick. The key
-arms a timer at its run's final tick, where its records go; it keeps the three integers until a
-second after ShardTicks closes that tick (a record of the run arriving in between finds the run
-decided and is dropped, instead of opening a fresh count), then nothing: a run's keys are gone when
-it ends.
+arms a timer at its run's final tick, where its records go; it keeps the three integers for a whole
+further run (a record of the run arriving in between finds the run decided and is dropped, instead of
+opening a fresh count), then nothing: a key holds at most its last run while the next one runs.
 Under event time the neighbouring relation is add/remove of one unit (``EngineConfig.neighbouring``).
 """
 from __future__ import annotations
@@ -64,11 +64,25 @@ def decision_micros(clock: TickClock, tick: int, lateness: Optional[float]) -> i
     return -(-us // 1000) * 1000
 
 
-def forget_micros(clock: TickClock, tick: int, close_delay: float) -> int:
-    """When a key whose run ended at ``tick`` forgets it: a second after ShardTicks closes that tick (until
-    then the key remembers the run is decided, so a straggler cannot open a fresh count for it)."""
-    us = (clock.t_start + int(tick)) * clock.tick_us + int(round(close_delay * 1_000_000)) + 1_000_000
+def forget_micros(clock: TickClock, tick: int, close_delay: float, horizon_ticks: int = 0) -> int:
+    """When a key whose run ended at ``tick`` forgets it: a whole run (``horizon_ticks`` ticks) and a
+    second after ShardTicks closes that tick. Until then the key remembers the run is decided, so a
+    straggler cannot open a fresh count for it; a record of the run that reaches this stage a whole run
+    after the run's last tick closed is long past ShardTicks' own close of its tick (which drops it as
+    ``after_close``), whatever the two stages' watermarks lag by, short of a run's length. State stays
+    bounded: a key remembers at most its last run while the next one runs."""
+    us = (clock.t_start + int(tick) + int(horizon_ticks)) * clock.tick_us + int(round(close_delay * 1_000_000)) \
+        + 1_000_000
     return -(-us // 1000) * 1000
+
+
+def record_order(entry) -> tuple:
+    """The order of a unit's records within a tick: position first (a file's slot, public and unique),
+    then time, message id and the coordinates — a total order on the unit's own records, whatever order
+    they arrive in (bundle boundaries, which other units' records shape, never pick which are kept)."""
+    tick, p = entry
+    slot = p.slot if p.slot is not None else -1
+    return (tick, slot, p.ts, p.message_id or "", tuple(np.asarray(p.point, dtype=float).tolist()))
 
 
 class _KeyByRunAndUnitFn(beam.DoFn):
@@ -135,7 +149,7 @@ class _BoundUnitOnTimeFn(beam.DoFn):
         if st is None:
             return
         if st.armed is None:  # the run was decided: forget the key once ShardTicks has closed its last tick
-            gc = Timestamp(micros=forget_micros(self.clock, st.decided, self.close_delay))
+            gc = Timestamp(micros=forget_micros(self.clock, st.decided, self.close_delay, self.cfg.horizon_ticks))
             if fired != gc:
                 timer.set(gc)
                 return
@@ -154,8 +168,9 @@ class _BoundUnitOnTimeFn(beam.DoFn):
             buf.add(entry)
         kept = st.kept
         if now:
-            # the unit's own records of the decided ticks, in (tick, ts, message id) order: nothing else is read
-            now.sort(key=lambda e: (e[0], e[1].ts, e[1].message_id or ""))
+            # the unit's own records of the decided ticks, in a total order of their own (record_order):
+            # nothing else is read, and the order they arrived in does not matter
+            now.sort(key=record_order)
             ticks = np.fromiter((t for t, _ in now), dtype=np.int64, count=len(now))
             pts = [p for _, p in now]
             cfg = self.cfg
@@ -178,7 +193,8 @@ class _BoundUnitOnTimeFn(beam.DoFn):
         if upto >= run_last:  # the run is decided for this key: its records go, its state a little later
             buf.clear()
             state.write(UnitClock(kept, run_last, None))
-            timer.set(Timestamp(micros=forget_micros(self.clock, run_last, self.close_delay)))
+            timer.set(Timestamp(micros=forget_micros(self.clock, run_last, self.close_delay,
+                                                     self.cfg.horizon_ticks)))
             return
         nxt = min((t for t, _ in later), default=run_last)
         state.write(UnitClock(kept, upto, nxt))

@@ -48,6 +48,8 @@ UNIT_BUCKETS = 128  # keys per run of the bounding shuffle (public): units are s
 
 def unit_bucket(pid) -> int:
     """A unit's bucket: a fixed hash of its id (the same in every worker process), never of its records."""
+    if isinstance(pid, numbers.Integral) and not isinstance(pid, bool):
+        pid = int(pid)  # equal ids (7 and numpy's 7) share a bucket, as they share a unit
     return zlib.crc32(repr(pid).encode("utf-8", "surrogatepass")) % UNIT_BUCKETS
 
 

@@ -207,7 +207,7 @@ def test_a_straggler_after_the_runs_decision_opens_no_fresh_count(tmp_path, seed
 
 def test_forgetting_the_run_at_once_would_let_the_straggler_in(tmp_path, seed_file, monkeypatch):
     import transforms.unit_timers as ut
-    monkeypatch.setattr(ut, "forget_micros", lambda clock, tick, close_delay: ut.decision_micros(clock, tick, 0.0))
+    monkeypatch.setattr(ut, "forget_micros", lambda clock, tick, *a: ut.decision_micros(clock, tick, 0.0))
     _, _, n_job, n_lib = _straggler_case(tmp_path, seed_file)
     assert n_job == n_lib + 1  # the unit's run gets one more point than L allows
 
@@ -235,3 +235,81 @@ def test_a_watermark_jump_past_the_tick_close_loses_no_unit_record(tmp_path, see
     c = _run_stream.counters
     assert c.get("after_close", 0) == 0 and c["points_processed"] == _library.kept
     assert sorted(got, key=lambda r: r["tick"]) == want
+
+
+class _Cell:
+    """Stand-ins for one key's state, bag and timer: the DoFn is called directly."""
+
+    def __init__(self):
+        self.v = None
+
+    def read(self):
+        return self.v
+
+    def write(self, v):
+        self.v = v
+
+    def clear(self):
+        self.v = None
+
+
+class _Bag:
+    def __init__(self):
+        self.v = []
+
+    def read(self):
+        return list(self.v)
+
+    def add(self, x):
+        self.v.append(x)
+
+    def clear(self):
+        self.v = []
+
+
+class _Timer:
+    def set(self, t):
+        self.t = t
+
+
+def _decide(order, records, cfg, clock):
+    from transforms.unit_timers import _BoundUnitOnTimeFn
+    fn = _BoundUnitOnTimeFn(cfg, clock, 5.0, 7.0)
+    fn.setup()
+    st, bag, tm = _Cell(), _Bag(), _Timer()
+    for name in order:
+        fn.process(((0, "u"), (1, records[name])), state=st, buf=bag, timer=tm)
+    return [p.slot for p in fn.on_tick(fired=tm.t, key=(0, "u"), state=st, buf=bag, timer=tm)]
+
+
+def test_which_records_of_a_tick_are_kept_does_not_depend_on_their_arrival_order():
+    """Two rows of one unit in one tick with the same ts (whole-second GPS logs) and no message id:
+    with ℓ = 1 the kept one is the first by position, whichever arrives first (bundle boundaries, which
+    other units' records shape, must not decide it)."""
+    from dpstream.clock import TickClock
+    from dpstream.params import EngineConfig
+    from transforms.parse import ParsedPoint
+
+    cfg = EngineConfig(n_clusters=2, dim=2, radius=10.0, epsilon=1.0, horizon_ticks=4, max_contributions=3,
+                       max_contributions_per_tick=1, neighbouring="add_remove")
+    clock = TickClock("event_time", tick_seconds=10, t_start=100, horizon_ticks=4)
+    recs = {"a": ParsedPoint(np.array([1.0, 1.0]), 0, 1001.0, None, None),
+            "b": ParsedPoint(np.array([-1.0, -1.0]), 1, 1001.0, None, None)}
+    assert _decide("ab", recs, cfg, clock) == _decide("ba", recs, cfg, clock) == [0]
+    # stream records (no slot, same ts): the message id decides, not the arrival order
+    recs = {"a": ParsedPoint(np.array([1.0, 1.0]), None, 1001.0, "m2", 1001.0),
+            "b": ParsedPoint(np.array([-1.0, -1.0]), None, 1001.0, "m1", 1001.0)}
+    assert _decide("ab", recs, cfg, clock) == _decide("ba", recs, cfg, clock) == [None]
+
+
+def test_a_decided_run_is_remembered_for_a_whole_further_run():
+    """A key forgets its decided run only a whole run after ShardTicks closes the run's last tick, so a
+    straggler cannot open a fresh count unless the two stages' watermarks drift apart by a run."""
+    from dpstream.clock import TickClock
+    from transforms.unit_timers import decision_micros, forget_micros
+
+    T = 6
+    clock = TickClock("event_time", tick_seconds=10, t_start=100, horizon_ticks=2 * T)
+    close_delay = 7.0
+    shard_close_of_last = decision_micros(clock, T, close_delay)
+    assert forget_micros(clock, T, close_delay, T) >= shard_close_of_last + T * clock.tick_us
