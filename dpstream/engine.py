@@ -29,7 +29,7 @@ from typing import List, Optional
 import numpy as np
 
 from . import epochs
-from .epochs import ExternalCenters  # noqa: F401 (re-exported)
+from .epochs import ExternalCenters
 from .bicriteria import BicriteriaDPCenters
 from .counters import HorizonExceeded
 from .merge_reduce import EpochMergeReduce

@@ -56,9 +56,6 @@ class WeightedSet:
     def __len__(self):
         return self.points.shape[0]
 
-    def select(self, mask) -> "WeightedSet":
-        return WeightedSet(self.points[mask], self.weights[mask], self.part[mask])
-
     @staticmethod
     def concat(sets, d: int) -> "WeightedSet":
         sets = [s for s in sets if s is not None and len(s)]

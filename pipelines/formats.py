@@ -147,8 +147,6 @@ def resolve(job) -> None:
 def _resolve_id_column(job) -> None:
     """With a privacy unit, the CSV files' id column: the header field named ``--privacy_id_field`` (at
     the same position in every CSV file). Without ``--columns`` the point is every other field."""
-    from pipelines.file_bytes import read_all, split_lines
-
     unit = getattr(job, "unit", None)
     field = unit["privacy_unit"] if unit else None
     csv_files = [sp for sp in job.files or () if sp.fmt == "csv" or (sp.fmt == "auto" and sp.path.lower().endswith(".csv"))]
@@ -159,8 +157,8 @@ def _resolve_id_column(job) -> None:
         if not sp.skip_header:
             raise ValueError(f"--privacy_id_field names a column of the CSV header of {sp.path}: pass --csv_header "
                              f"(the header line keeps no slot)")
-        lines = split_lines(read_all(sp.path))
-        header = csv_header_fields(lines[0], job.delimiter) if lines else []
+        first = _first_line(sp.path)  # the header only: never the whole file at launch
+        header = csv_header_fields(first.encode("utf-8"), job.delimiter) if first else []
         if field not in header:
             raise ValueError(f"--privacy_id_field: the header of {sp.path} has no column {field!r} (it has "
                              f"{', '.join(header[:20])}; --delimiter is {job.delimiter!r}); a CSV file names its "

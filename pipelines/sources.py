@@ -8,7 +8,6 @@ its slot and no other record changes tick (P2).
 from __future__ import annotations
 
 import io
-import math
 import os
 from typing import List, NamedTuple, Optional, Tuple
 
@@ -17,7 +16,7 @@ import numpy as np
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.file_bytes import read_all, split_lines  # noqa: F401 (re-exported)
+from pipelines.file_bytes import read_all, split_lines
 from transforms.parse import LINES_BLOCK, Lines, Record
 
 FILE_FORMATS = {".npy": "numpy", ".parquet": "parquet", ".csv": "csv", ".jsonl": "json", ".json": "json",
@@ -285,6 +284,3 @@ class ReadPubSubRecords(beam.PTransform):
         return (pbegin | "ReadPubSub" >> beam.io.ReadFromPubSub(with_attributes=True, **kw)
                 | "ToRecords" >> beam.FlatMap(_pubsub_records, self.id_attribute))
 
-
-def builtin_ticks(n: int, tick_size: int) -> int:
-    return max(1, math.ceil(n / tick_size))

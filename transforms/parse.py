@@ -35,9 +35,9 @@ from apache_beam.metrics import Metrics
 # the names the job, its tests and its tools import from here
 from transforms.parser import parse_record  # noqa: F401
 from transforms.records import (MAX_RAW_CHARS, MAX_SLOT, REASONS, ParsedBatch, ParsedPoint, Record,  # noqa: F401
-                                as_record, as_seconds, count_items, dead_letter_of, records_from_arrays,
+                                as_record, count_items, dead_letter_of, records_from_arrays,
                                 records_from_lines, show_raw)
-from transforms.text_formats import DEFAULT_TEXT, LINES_BLOCK, TS_UNITS, Lines, TextOptions  # noqa: F401
+from transforms.text_formats import DEFAULT_TEXT, LINES_BLOCK, Lines, TextOptions  # noqa: F401
 
 DEAD_LETTER = "dead_letter"
 MAIN = "points"

@@ -67,7 +67,7 @@ from apache_beam.transforms import trigger as beam_trigger
 from apache_beam.transforms.window import GlobalWindow, GlobalWindows, TimestampCombiner, TimestampedValue
 from apache_beam.utils.windowed_value import WindowedValue
 
-from dpstream.clock import (MICROS, UNBOUNDED_LAST_TICK, Partial, TickClock, empty_partial,  # noqa: F401
+from dpstream.clock import (Partial, TickClock, empty_partial,  # noqa: F401
                             is_int, merge_partials, seconds_or_none)
 from transforms.parse import NAMESPACE, ParsedBatch
 
