@@ -594,22 +594,23 @@ def plan_table(d: dict) -> str:
             share = "—"
         rows.append(f"| {ln['component']} | {ln['mechanism']} | {ln['noise']:.4g} | {ln['sensitivity']:.4g} | "
                     f"{ln['count']} | {share} | {ln['epsilon']:.4g} |")
-    if d.get("mode") == "gaussian+pld" and total_inv > 0 and unit is not None:
+    if d.get("mode") == "gaussian+pld" and total_inv > 0:
         pure = sum(ln["epsilon"] for ln in d["lines"] if ln["mechanism"] != "gaussian")
-        foot = (f"\n\nWhy the last column does not add up to the total: it is each line's ε if it were the only "
-                f"mechanism, each Gaussian line at its own share of δ. The {len(gauss)} Gaussian lines act as one "
-                f"Gaussian of noise multiplier z = {total_inv ** -0.5:.4g} even when a {unit['field']}'s points "
-                f"reach them adaptively (fully adaptive composition of Gaussians, Smith and Thakurta 2022); its ε "
-                f"at δ = {d['delta']:g} plus the pure part (ε = {pure:.4g}) is the total {d['basic_epsilon']:.4f}. "
-                f"The PLD of the mix ({d['pld_epsilon']:.4f}) is shown for reference only.")
-    elif d.get("mode") == "gaussian+pld" and total_inv > 0:
-        pure = sum(ln["epsilon"] for ln in d["lines"] if ln["mechanism"] != "gaussian")
-        foot = (f"\n\nWhy the last column does not add up to the total: it is each line's ε if it were the only "
-                f"mechanism, each Gaussian line at its own share of δ. Gaussian noise composes exactly: the "
-                f"{len(gauss)} Gaussian lines act as one Gaussian of noise multiplier z = {total_inv ** -0.5:.4g} "
-                f"(the share column adds up to 100%); its ε at δ = {d['delta']:g} plus the pure part "
-                f"(ε = {pure:.4g}) is the basic sum {d['basic_epsilon']:.4f}, and the PLD composes everything at "
-                f"δ more tightly ({d['pld_epsilon']:.4f}).")
+        why = ("\n\nWhy the last column does not add up to the total: it is each line's ε if it were the only "
+               "mechanism, each Gaussian line at its own share of δ. ")
+        z = f"{total_inv ** -0.5:.4g}"
+        if unit is not None:  # a unit's adaptive placement: the basic sum is the total
+            foot = (why + f"The {len(gauss)} Gaussian lines act as one Gaussian of noise multiplier z = {z} even "
+                    f"when a {unit['field']}'s points reach them adaptively (fully adaptive composition of "
+                    f"Gaussians, Smith and Thakurta 2022); its ε at δ = {d['delta']:g} plus the pure part "
+                    f"(ε = {pure:.4g}) is the total {d['basic_epsilon']:.4f}. The PLD of the mix "
+                    f"({d['pld_epsilon']:.4f}) is shown for reference only.")
+        else:
+            foot = (why + f"Gaussian noise composes exactly: the {len(gauss)} Gaussian lines act as one Gaussian "
+                    f"of noise multiplier z = {z} (the share column adds up to 100%); its ε at δ = "
+                    f"{d['delta']:g} plus the pure part (ε = {pure:.4g}) is the basic sum "
+                    f"{d['basic_epsilon']:.4f}, and the PLD composes everything at δ more tightly "
+                    f"({d['pld_epsilon']:.4f}).")
     elif d.get("mode") == "pure":
         foot = (f"\n\nPure ε (δ = 0): the lines compose by the basic sum, so the last column adds up to the "
                 f"total ε = {d['total_epsilon']:.4f}.")
