@@ -10,7 +10,6 @@ import math
 import numbers
 import time
 import warnings
-from dataclasses import fields
 from typing import Optional
 
 import numpy as np
@@ -20,13 +19,13 @@ from .contributions import ContributionBounder
 from .engine import Engine
 from .runs import RunSequence
 from .noise import seed_bytes
-from .params import EngineConfig, objective_exponent
+from .params import PARAMETERS, EngineConfig, objective_exponent
 from .release import Release
 from .rings import nearest_center
 
-_ADVANCED = [f.name for f in fields(EngineConfig)
-             if f.name not in ("n_clusters", "dim", "radius", "epsilon", "delta", "objective", "semicoreset",
-                               "horizon_ticks", "neighbouring", "center")]
+_ADVANCED = [name for name in PARAMETERS
+             if name not in ("n_clusters", "dim", "radius", "epsilon", "delta", "objective", "semicoreset",
+                             "horizon_ticks", "neighbouring", "center")]
 
 DEFAULT_PARTIAL_FIT_HORIZON = 1024
 _UNIT_FIELDS = ("max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit")

@@ -16,6 +16,7 @@ P14 empty parts add no phantom mass.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import json
 import math
 import warnings
@@ -216,7 +217,7 @@ def test_f3_check_catches_an_engine_without_horizon():
     for bicriteria in (True, False):
         def make():
             e = Engine(_cfg(horizon_ticks=T, bicriteria=bicriteria, privacy_split=(0.1, 0.05, 0.8, 0.05)), SEED)
-            object.__setattr__(e.cfg, "horizon_ticks", 10 * T)  # guard lifted ...
+            object.__setattr__(e.cfg, "stream", dataclasses.replace(e.cfg.stream, horizon_ticks=10 * T))  # guard lifted ...
             (e.bic if bicriteria else e).counter.horizon = 10 * T  # ... in the engine and in its counters
             return e
 

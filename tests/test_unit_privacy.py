@@ -217,7 +217,7 @@ def test_the_ledger_recomputation_catches_a_sparse_vector_calibrated_for_add_rem
     monkeypatch.setattr(test_ledger, "mechanisms", unit_mechanisms)
     test_ledger.check_budget(plan, cfg)
     half = dataclasses.replace(plan, svt_scale=PrivacyPlan.build(
-        dataclasses.replace(cfg, neighbouring="add_remove")).svt_scale)
+        cfg.with_(neighbouring="add_remove")).svt_scale)
     assert half.svt_scale == pytest.approx(plan.svt_scale / 2)
     with pytest.raises(AssertionError):
         test_ledger.check_budget(half, cfg)

@@ -3,8 +3,8 @@
 The clustering's public parameters live in the engine's own :class:`~dpstream.params.EngineConfig`, which
 the job holds (``job.cfg``) rather than copies: the graph, the seed registry, the plan and the equivalence
 tests all read that one object, so the job cannot drift from the library it must equal. ``job.k``,
-``job.radius``, … are read-only views of it. Beside it sit what only the job has: where records come from
-and go, the tick clock, how records are read, the runner.
+``job.radius``, …, ``job.unit`` are read-only views of it. Beside it sit what only the job has: where
+records come from and go, the tick clock, how records are read, the runner.
 """
 from __future__ import annotations
 
@@ -65,9 +65,6 @@ class Job:
     ts_unit: str = "s"
     max_dead_letter_fraction: float = 0.5  # pipelines.exit_codes
     plan_only: bool = False
-    # the privacy unit as the options give it (pipelines.unit_options; None: one record): where a record's id
-    # is read belongs to the job; its bounds are also the engine's (cfg.max_contributions, …)
-    unit: Optional[dict] = None
     full_coresets: bool = False  # --output: every line holds its coreset (no release-log references)
 
     # the engine's parameters under the job's option names
@@ -83,6 +80,17 @@ class Job:
     runs = property(lambda self: self.cfg.runs, doc="--runs: consecutive runs of T ticks (None: unbounded)")
     window_runs = property(lambda self: self.cfg.window_runs, doc="--window_runs: closed runs in window_centers")
     bucket_shards = property(lambda self: self.cfg.bucket_shards, doc="--bucket_shards: keys per (tree, level)")
+
+    @property
+    def unit(self) -> Optional[dict]:
+        """The privacy unit as the options gave it (:func:`pipelines.unit_options.unit_of`; None: one record
+        is the unit), read from the engine's ``cfg.unit``: the id field's name (where the job reads a
+        record's id) and the bounds the engine enforces."""
+        u = self.cfg.unit
+        if u.max_contributions is None:
+            return None
+        return {"privacy_unit": u.privacy_unit, "max_contributions": u.max_contributions,
+                "max_contributions_per_tick": u.max_contributions_per_tick, "contribution": u.contribution.value}
 
     @property
     def local(self) -> bool:

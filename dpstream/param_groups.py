@@ -1,0 +1,257 @@
+"""The groups of :class:`~dpstream.params.EngineConfig`: frozen dataclasses, one per part of the algorithm.
+
+Each group holds its parameters **as given** (validated and normalised: integers are ``int``, the
+choices :mod:`dpstream.choices` members, ``None`` still means "the public rule"); the values the rules
+fill in live in :class:`Derived`, built once by :func:`derive`. A group's field has the name of the flat
+keyword and shorthand (``cfg.budget.epsilon`` is ``cfg.epsilon``). Groups are built by ``EngineConfig``,
+which checks them together (the center against ``dim``, the shards against the buckets, …).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import FrozenSet, Optional, Tuple
+
+from . import rules
+from .choices import (Contribution, EpochSchedule, FlushSchedule, Objective, Relation, RingCenters,
+                      Semicoreset, objective_exponent)
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What is clustered.
+
+    Attributes:
+      n_clusters: k, the number of centers released.
+      dim: d, the points' dimension.
+      radius: Λ, a public bound on ‖x − center‖ (the data's own units); points outside are clipped onto
+        the ball B(center, Λ).
+      center: the ball's center, ``dim`` numbers (None: the origin).
+      objective: k-means or k-median (:class:`~dpstream.choices.Objective`).
+    """
+    n_clusters: int
+    dim: int
+    radius: float
+    center: Optional[Tuple[float, ...]] = None
+    objective: Objective = Objective.KMEANS
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The privacy budget of one run and how it is split.
+
+    Attributes:
+      epsilon: the run's total ε (every tick of every mechanism); ``math.inf`` zeroes every noise
+        scale (the benchmarks' non-private limit).
+      delta: the run's total δ; > 0 gives Gaussian noise composed in one privacy-loss distribution,
+        0 pure ε-DP.
+      neighbouring: the relation protected (P1): ``replace_one`` for a position clock such as fixed-size
+        chunks, ``add_remove`` for event-time ticks.
+      privacy_split: weights of (bicriteria, sparse vector, A, stream count), normalised to 4 floats
+        (3 given: no stream counter). A weight whose mechanism does not run is unused: the bicriteria's
+        without it, the stream counter's with it (its counters give the DP count estimate).
+    """
+    epsilon: float
+    delta: float = 1e-6
+    neighbouring: Relation = Relation.REPLACE_ONE
+    privacy_split: Tuple[float, ...] = (0.1, 0.05, 0.83, 0.02)
+
+
+@dataclass(frozen=True)
+class Stream:
+    """Ticks and runs (:mod:`dpstream.runs`).
+
+    Attributes:
+      horizon_ticks: T, ticks of one run; the engine releases at ticks 1..T and refuses tick T+1 (P3).
+      runs: consecutive runs of T ticks, each with fresh mechanisms, noise keys and budget (parallel
+        composition over their disjoint records); None = unbounded, 1 = one run.
+      window_runs: W, every release also carries centers for the last W closed runs and the current
+        one, from their released coresets; 0 = all runs.
+    """
+    horizon_ticks: int = 1024
+    runs: Optional[int] = 1
+    window_runs: int = 1
+
+
+@dataclass(frozen=True)
+class PrivacyUnit:
+    """The unit of privacy (:mod:`dpstream.contributions`). With ``max_contributions`` set every
+    sensitivity of the plan is L times the one-record one (the stream counter's under replace_one also
+    ×2 in ℓ1: a replaced unit's points may move ticks), the total is the basic sum, and the plan
+    protects one unit; None protects one record.
+
+    Attributes:
+      max_contributions: L, records (or tick means) one unit keeps per run; None = one record is the unit.
+      max_contributions_per_tick: ℓ ≤ L, records one unit keeps per tick (None: L).
+      contribution: ``records`` (a unit's first ℓ records of a tick, first L of a run) or ``tick_mean``
+        (one mean point per tick, for its first L ticks).
+      privacy_unit: the id field's name, for the ledger.
+    """
+    max_contributions: Optional[int] = None
+    max_contributions_per_tick: Optional[int] = None
+    contribution: Contribution = Contribution.RECORDS
+    privacy_unit: str = "privacy_id"
+
+
+@dataclass(frozen=True)
+class BicriteriaParams:
+    """BicriteriaDPCenters (Alg. 2/3): DP heavy-hitter cells over shifted grids. (Not named
+    ``bicriteria``: that is the flat switch ``cfg.bicriteria``.)
+
+    Attributes:
+      bicriteria: run it? None = the public rule (:func:`dpstream.rules.bicriteria`: on for ``snap``
+        only); the effective value is ``cfg.derived.bicriteria``.
+      n_trees: Q, independent shifted grids.
+      grid_levels: L+1 levels; level ℓ's cell side is 2Λ/2^ℓ.
+      n_reps: R, repetitions of each (tree, level) counter.
+      n_buckets: w, hash buckets per (tree, level) (None: 4k, ``cfg.derived.buckets``).
+      hh_alpha: the bit decoder's dominance threshold, in (0.5, 1).
+      hh_min_count: τ_min, in units of the counter's noise std at the horizon.
+      bucket_shards: S, each (tree, level)'s w buckets cut into S contiguous ranges whose counter noise is
+        drawn under its own key (the Beam job holds them on S keys); the noise distribution and the plan
+        are the same for every S, the draws differ.
+    """
+    bicriteria: Optional[bool] = None
+    n_trees: int = 1
+    grid_levels: int = 6
+    n_reps: int = 1
+    n_buckets: Optional[int] = None
+    hh_alpha: float = 0.6
+    hh_min_count: float = 3.0
+    bucket_shards: int = 1
+
+
+@dataclass(frozen=True)
+class MergeReduce:
+    """Rings, blocks and epochs (Alg. 4/5), and the release.
+
+    Attributes:
+      n_rings: I+1 rings around each center; ring i ≥ 1 holds distances [r_0·ρ^(i-1), r_0·ρ^i),
+        r_0 = 2Λ/ρ^I.
+      ring_ratio: ρ, the ratio of consecutive ring radii.
+      ring_centers: the centers the rings are drawn around (:class:`~dpstream.choices.RingCenters`).
+      ring_center_factor: a new epoch's rings are drawn around a (factor·k)-means of the release's
+        coreset (1: around its k centers).
+      block_size: M, the level-0 block size (None: :func:`dpstream.rules.block_size`, block_leaves·k
+        leaves of A's keep threshold).
+      block_leaves: c_M in that rule.
+      epoch_blocks: a ``horizon`` epoch changes once its DP count has doubled and reached this many
+        blocks (M points).
+      first_epoch_blocks: the same for the first epoch (None: :func:`dpstream.rules.first_epoch_blocks`;
+        the effective value is ``cfg.derived.first_epoch_blocks``).
+      epoch_schedule: when epochs change (:class:`~dpstream.choices.EpochSchedule`).
+      flush_schedule: when pending blocks flush without an epoch change
+        (:class:`~dpstream.choices.FlushSchedule`).
+      coreset_size: s_B, black box B's sample size (None: :func:`dpstream.rules.coreset_size`,
+        ``cfg.derived.s_b``).
+      release_epoch_decay: the release's k centers are fitted with each epoch's weights times this
+        factor per epoch of age, in (0, 1]; the released coreset keeps its weights.
+    """
+    n_rings: int = 12
+    ring_ratio: float = 2.0
+    ring_centers: RingCenters = RingCenters.BICRITERIA_AND_RELEASED
+    ring_center_factor: float = 1.0
+    block_size: Optional[int] = None
+    block_leaves: float = 2.0
+    epoch_blocks: float = 0.25
+    first_epoch_blocks: Optional[float] = None
+    epoch_schedule: EpochSchedule = EpochSchedule.HORIZON
+    flush_schedule: FlushSchedule = FlushSchedule.FIRST
+    coreset_size: Optional[int] = None
+    release_epoch_decay: float = 0.5
+
+
+@dataclass(frozen=True)
+class BlackBoxA:
+    """Black box A, the DP semicoreset of a released block (:mod:`dpstream.semicoresets`).
+
+    Attributes:
+      semicoreset: which one (:class:`~dpstream.choices.Semicoreset`).
+      tree_depth: D, the hyperplane tree's depth (None: :func:`dpstream.rules.tree_depth`; effective
+        value ``cfg.derived.tree_depth``).
+      tree_keep_factor: the keep threshold θ_k is at least this many times the sum noise's norm
+        (√d·σ_sum), so a kept leaf's mean is not mostly noise.
+      tree_branch_factor: a node branches past this many keep thresholds (at least 1).
+      lloyd_iters: DP Lloyd steps (``lloyd``).
+      count_share: φ, the part of A's budget spent on counts, the rest on sums (None:
+        :func:`dpstream.rules.count_share`, 1 for ``snap``; effective value ``cfg.derived.count_share``).
+      weight_beta: the phantom-mass threshold, in (0, 1).
+    """
+    semicoreset: Semicoreset = Semicoreset.TREE
+    tree_depth: Optional[int] = None
+    tree_keep_factor: float = 3.0
+    tree_branch_factor: float = 2.0
+    lloyd_iters: int = 3
+    count_share: Optional[float] = None
+    weight_beta: float = 0.5
+
+
+@dataclass(frozen=True)
+class Offline:
+    """The offline clustering of released coresets (:mod:`dpstream.offline`).
+
+    Attributes:
+      n_init: k-means++ restarts of each fit (the release, the ring centers, the window of runs).
+      sum_grid_bits: the semicoreset's sums are kept on a fixed-point grid of 2^bits per unit, in [4, 40].
+    """
+    n_init: int = 3
+    sum_grid_bits: int = 20
+
+
+@dataclass(frozen=True)
+class Derived:
+    """The values a public rule or a default fills in (:mod:`dpstream.rules`): functions of the groups
+    alone, built once by :func:`derive`, never data. ``cfg.<name>`` reads them.
+
+    Attributes:
+      bicriteria: the bicriteria runs (given, or ``rules.bicriteria(semicoreset)``).
+      tree_depth: A's tree depth D (given, or ``rules.tree_depth(k, d)``).
+      first_epoch_blocks: the first epoch's blocks (given, or ``rules.first_epoch_blocks(k, d)``).
+      count_share: φ (given, or ``rules.count_share(k, d, semicoreset)``; 1 for ``snap``).
+      buckets: w (``n_buckets``, or 4k).
+      s_b: B's sample size (``coreset_size``, or ``rules.coreset_size(k, d)``).
+      unit_bound: points one privacy unit can place in one run after bounding, the factor every
+        sensitivity of the plan is scaled by (L; 1 when one record is the unit).
+      per_tick_bound: points one unit can place in one tick (ℓ; L when not given; 1 for tick means
+        and for one record).
+      z: the objective's exponent (:func:`~dpstream.choices.objective_exponent`).
+      rule_filled: the names among bicriteria, tree_depth, first_epoch_blocks and count_share that a rule
+        filled (given as None): ``EngineConfig.with_`` derives them again for the changed parameters.
+    """
+    bicriteria: bool
+    tree_depth: int
+    first_epoch_blocks: float
+    count_share: float
+    buckets: int
+    s_b: int
+    unit_bound: int
+    per_tick_bound: int
+    z: int
+    rule_filled: FrozenSet[str]
+
+
+def derive(problem: Problem, unit: PrivacyUnit, bic: BicriteriaParams, mr: MergeReduce,
+           a: BlackBoxA) -> Derived:
+    """Every rule-filled value of a configuration, from its groups (public parameters only)."""
+    k, d = problem.n_clusters, problem.dim
+    filled = set()
+
+    def rule(name: str, given, make):
+        if given is None:
+            filled.add(name)
+            return make()
+        return given
+
+    L = unit.max_contributions
+    return Derived(
+        bicriteria=rule("bicriteria", bic.bicriteria, lambda: rules.bicriteria(a.semicoreset)),
+        tree_depth=rule("tree_depth", a.tree_depth, lambda: rules.tree_depth(k, d)),
+        first_epoch_blocks=rule("first_epoch_blocks", mr.first_epoch_blocks, lambda: rules.first_epoch_blocks(k, d)),
+        count_share=rule("count_share", a.count_share, lambda: 1.0 if a.semicoreset == Semicoreset.SNAP
+                         else rules.count_share(k, d, a.semicoreset)),
+        buckets=4 * k if bic.n_buckets is None else int(bic.n_buckets),
+        s_b=rules.coreset_size(k, d) if mr.coreset_size is None else int(mr.coreset_size),
+        unit_bound=1 if L is None else int(L),
+        per_tick_bound=(1 if L is None or unit.contribution == Contribution.TICK_MEAN
+                        else int(unit.max_contributions_per_tick or L)),
+        z=objective_exponent(problem.objective),
+        rule_filled=frozenset(filled))
