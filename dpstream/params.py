@@ -269,7 +269,7 @@ def _check_and_normalise(v: dict) -> None:
     _check(_is_num(v["block_leaves"]) and math.isfinite(v["block_leaves"]) and v["block_leaves"] > 0,
            f"block_leaves must be a finite number > 0, got {v['block_leaves']!r}")
     for name in ("n_trees", "grid_levels", "n_reps", "n_rings", "tree_depth", "lloyd_iters", "n_init"):
-        if v[name] is not None:  # tree_depth: None is the rule's
+        if name != "tree_depth" or v[name] is not None:  # tree_depth None: the rule's
             _check(_is_whole(v[name]) and v[name] >= 1, f"{name} must be an integer >= 1, got {v[name]!r}")
     for name, cap in (("n_trees", 64), ("n_reps", 4096), ("lloyd_iters", 1000), ("n_init", 1000),
                       ("block_size", 2**31), ("n_clusters", 10**6), ("dim", 10**6)):
