@@ -42,6 +42,21 @@ def test_the_job_holds_the_engines_configuration_and_is_frozen(tmp_path):
     assert isinstance(job.files, tuple) and job.n_slots == 10
 
 
+def test_no_job_field_repeats_a_config_parameter_and_the_unit_is_read_from_the_config():
+    from dpstream.params import PARAMETERS
+    from pipelines.job.description import Job
+
+    assert not {f.name for f in dataclasses.fields(Job)} & (set(PARAMETERS) | {"unit", "k"})
+    sub = ["--input_subscription=projects/p/subscriptions/s", "--output=/tmp/unused", "--dim=2", "--radius=1",
+           "--tick_seconds=10", "--horizon_ticks=2", "--privacy_id_field=user", "--max_contributions=3",
+           "--max_contributions_per_tick=2"]
+    job = job_mod.parse_args(sub)[0]
+    assert job.unit == {"privacy_unit": "user", "max_contributions": 3, "max_contributions_per_tick": 2,
+                        "contribution": "records"}  # the options' dict (the seed registry's identity holds it)
+    assert type(job.unit["contribution"]) is str and job.cfg.unit.privacy_unit == "user"
+    assert job_mod.parse_args(sub[:-3])[0].unit is None
+    with pytest.raises(AttributeError):
+        job.unit = None  # a view of the config
 def test_an_event_time_job_protects_add_remove(tmp_path):
     (tmp_path / "x.jsonl").write_text('{"x": [0, 0, 0], "ts": 1796119200}\n')
     job = job_mod.parse_args([f"--input={tmp_path}/x.jsonl", "--dim=3", "--radius=2", "--tick_seconds=10",
