@@ -23,14 +23,14 @@ from .choices import (CONTRIBUTIONS, EPOCH_SCHEDULES, FLUSH_SCHEDULES, OBJECTIVE
 from .param_groups import (BicriteriaParams, BlackBoxA, Budget, Derived, MergeReduce, Offline, PrivacyUnit, Problem,
                            Stream, derive)
 
-__all__ = ["EngineConfig", "PARAMETERS", "objective_exponent"]
+__all__ = ["EngineConfig", "PARAMETERS", "objective_exponent"]  # objective_exponent: where the modules import it
 
 # (attribute, group) in the order the groups are read: the problem, then its privacy, then the algorithm
 GROUPS = (("problem", Problem), ("budget", Budget), ("stream", Stream), ("unit", PrivacyUnit),
           ("bicriteria_params", BicriteriaParams), ("merge_reduce", MergeReduce), ("black_box_a", BlackBoxA),
           ("offline", Offline))
 # Every flat keyword, in the order of the flat dataclass EngineConfig was before its groups: to_dict()'s
-# key order, which the config hash of the seed registry and the release's fields were computed with.
+# key order, kept so that every dict written from it reads (and hashes, in the seed registry) as before.
 PARAMETERS = (
     "n_clusters", "dim", "radius", "epsilon", "delta", "horizon_ticks", "runs", "window_runs", "neighbouring",
     "objective", "semicoreset", "center", "n_trees", "grid_levels", "n_reps", "n_buckets", "hh_alpha",
