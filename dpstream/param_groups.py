@@ -3,8 +3,10 @@
 Each group holds its parameters **as given** (validated and normalised: integers are ``int``, the
 choices :mod:`dpstream.choices` members, ``None`` still means "the public rule"); the values the rules
 fill in live in :class:`Derived`, built once by :func:`derive`. A group's field has the name of the flat
-keyword and shorthand (``cfg.budget.epsilon`` is ``cfg.epsilon``). Groups are built by ``EngineConfig``,
-which checks them together (the center against ``dim``, the shards against the buckets, …).
+keyword (``cfg.budget.epsilon`` is ``cfg.epsilon``; the shorthands of the four rule-filled ones, bicriteria,
+tree_depth, first_epoch_blocks and count_share, read the effective value in ``cfg.derived``). Groups are
+built by ``EngineConfig``, which checks them together (the center against ``dim``, the shards against the
+buckets, …).
 """
 from __future__ import annotations
 
@@ -102,7 +104,7 @@ class BicriteriaParams:
         only); the effective value is ``cfg.derived.bicriteria``.
       n_trees: Q, independent shifted grids.
       grid_levels: L+1 levels; level ℓ's cell side is 2Λ/2^ℓ.
-      n_reps: R, repetitions of each (tree, level) counter.
+      n_reps: R, independent bucket hashes per (tree, level), each with its own w buckets and counters.
       n_buckets: w, hash buckets per (tree, level) (None: 4k, ``cfg.derived.buckets``).
       hh_alpha: the bit decoder's dominance threshold, in (0.5, 1).
       hh_min_count: τ_min, in units of the counter's noise std at the horizon.
