@@ -3,7 +3,6 @@ blobs_1e5 and china, 3 seeds) → ``sweep.md`` / ``sweep.json``, with a recommen
 when some values win, a second phase running them together (``combined``)."""
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 from typing import Dict, List
@@ -27,9 +26,10 @@ def _plain(v):
 
 
 def defaults() -> Dict:
-    from dpstream.params import EngineConfig
+    from dpstream.params import PARAMETERS, EngineConfig
 
-    return {f.name: f.default for f in dataclasses.fields(EngineConfig) if f.name in SWEEP_GRID}
+    # read on the class, a parameter is its default
+    return {name: getattr(EngineConfig, name) for name in PARAMETERS if name in SWEEP_GRID}
 
 
 def configs(quick=False):
