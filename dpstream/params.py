@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import enum
+import inspect
 import math
 from dataclasses import MISSING, dataclass, fields
 from operator import attrgetter
@@ -101,6 +102,9 @@ class EngineConfig:
     derived: Derived
 
     def __init__(self, n_clusters, dim, radius, epsilon, **options):
+        """Every parameter by its flat name (:data:`PARAMETERS`; the signature lists them with their
+        defaults); None for bicriteria, tree_depth, first_epoch_blocks, count_share, n_buckets,
+        coreset_size or block_size asks for the public rule. Raises ValueError naming the first mistake."""
         unknown = sorted(set(options) - set(_DEFAULTS))
         if unknown:
             raise TypeError(f"EngineConfig.__init__() got an unexpected keyword argument {unknown[0]!r}")
@@ -216,6 +220,10 @@ for _cls_name, _cls in GROUPS:
 for _name in _DERIVED:
     setattr(EngineConfig, _name, _Shorthand(f"derived.{_name}", getattr(EngineConfig, _name, MISSING)))
 del _cls_name, _cls, _f, _name
+# help() and editors show the flat keywords, not **options
+EngineConfig.__signature__ = inspect.Signature(
+    [inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD) for name in PARAMETERS[:4]]
+    + [inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=_DEFAULTS[name]) for name in PARAMETERS[4:]])
 
 
 def _plain(value):
