@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import inspect
 import json
 import pickle
 
@@ -156,6 +157,7 @@ def test_flat_shorthands_read_the_groups():
     # read on the class, a shorthand is the parameter's default, as the flat dataclass's attribute was
     assert EngineConfig.privacy_split == (0.1, 0.05, 0.83, 0.02) and EngineConfig.tree_depth is None
     assert EngineConfig.neighbouring == "replace_one" and EngineConfig.delta == 1e-6
+    assert list(inspect.signature(EngineConfig).parameters) == list(PARAMETERS)  # help() lists the keywords
 
 
 @pytest.mark.parametrize("kw, error, message", [
