@@ -252,6 +252,19 @@ class PrivacyPlan:
     # -- construction -------------------------------------------------------
     @classmethod
     def build(cls, cfg: EngineConfig, test_seed: bool = False) -> "PrivacyPlan":
+        """The plan of ``cfg``; a split that leaves some mechanism a budget too small to represent (its
+        noise scale would be infinite) is refused here, before any noise is drawn."""
+        try:
+            plan = cls._build(cfg, test_seed)
+        except (ZeroDivisionError, OverflowError):
+            plan = None
+        if plan is None or not all(math.isfinite(ln.noise) for ln in plan.lines):
+            raise ValueError("the privacy split leaves a mechanism a budget too small to represent: raise "
+                             "epsilon, count_share or the smallest privacy_split weight")
+        return plan
+
+    @classmethod
+    def _build(cls, cfg: EngineConfig, test_seed: bool) -> "PrivacyPlan":
         rel1 = 2.0 if cfg.replace else 1.0  # ℓ1 factor / ℓ2² factor across two partitions
         w_bic, w_svt, w_a, w_cnt = cfg.privacy_split
         if not cfg.bicriteria:

@@ -376,3 +376,13 @@ def test_ledger_check_catches_a_replace_one_accountant(monkeypatch):
             check_report(plan, cfg, eps)
     finally:
         privacy_mod.calibrate_gaussian_with_pure.cache_clear()
+
+
+@pytest.mark.parametrize("kw", [dict(count_share=5e-324, delta=0.0),
+                                dict(privacy_split=(0.1, 1e-320, 0.8, 0.02), delta=0.0)])
+def test_a_budget_share_too_small_to_represent_is_refused_not_divided_by(kw):
+    # a positive share that underflows to a zero budget would give an infinite noise scale (or a
+    # ZeroDivisionError mid-run); the plan refuses it with a message that says what to raise
+    cfg = EngineConfig(n_clusters=2, dim=2, radius=1.0, epsilon=0.05, **kw)
+    with pytest.raises(ValueError, match="too small to represent"):
+        PrivacyPlan.build(cfg)
