@@ -72,13 +72,18 @@ class RowTable:
         self.max_floats = int(max_floats)
         self.next = 0  # the next id; ids only grow, so one never names two points
         self._ids: Dict[bytes, int] = {}
+        self._dim = 0
+
+    def state_floats(self) -> int:
+        """Floats the table holds (its points' coordinates)."""
+        return len(self._ids) * self._dim
 
     def encode(self, points) -> Tuple[List[int], Dict[str, list]]:
         """``(coreset_ids, coreset_rows)`` of a coreset's points, in tick order of the run's lines."""
         P = np.ascontiguousarray(points, dtype=np.float64)
         if P.shape[0] == 0:
             return [], {}
-        d = P.shape[1]
+        d = self._dim = P.shape[1]
         # one dict lookup per released point (at most B's sample size), never per stream point
         keys = P.view(np.dtype((np.void, 8 * d))).ravel().tolist()
         unseen = len(set(keys).difference(self._ids))

@@ -228,7 +228,7 @@ def test_the_row_table_is_bounded_and_never_gives_an_id_to_two_points():
             assert int(i) not in seen  # ids only grow
             seen[int(i)] = row
         assert [seen[i] for i in ids] == pts.tolist()
-        assert len(tab._ids) * 2 <= 40
+        assert 0 < tab.state_floats() <= 40
     assert len(seen) > 30  # the table forgot, and wrote points again under new ids
     a, _ = tab.encode(pool[[1, 2]])
     assert a[0] != a[1]

@@ -172,6 +172,8 @@ class _ReleaseFn(StageFn):
             d = cfg.dim + 1
             floats = sum(len(c) * d for c in st.run.closed) + sum(
                 len(lv) * d for lvs in st.run.levels.values() for lv in lvs if lv is not None)
+        if tables.table is not None:
+            floats += tables.table.state_floats()
         self._stats.note(RELEASE_KEY, floats=floats)
 
     def _tick(self, st, g, p, got, tables: _RowTables) -> ReleaseRecord:
