@@ -6,12 +6,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from dpstream import Release, read_releases
 from dpstream.params import EngineConfig
+from dpstream.release import RELEASE_FIELDS
 from dpstream.release_log import (ID_FIELDS, IDS, LOG_FIELDS, ROWS, SAME_AS, ReleaseLog, RowTable, resolve,
                                   same_coreset, write_releases)
 from dpstream.runs import RunSequence
@@ -233,3 +235,18 @@ def test_the_row_table_is_bounded_and_never_gives_an_id_to_two_points():
     a, _ = tab.encode(pool[[1, 2]])
     assert a[0] != a[1]
     assert tab.encode(np.zeros((0, 2))) == ([], {})
+
+
+def test_the_docs_reader_without_dpstream_gives_the_whole_releases(tmp_path, sampled):
+    """docs/release-log.md's reader in plain json: what a consumer in any language does."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "release-log.md").read_text()
+    block = text.split("Without dpstream")[1].split("```python\n")[1].split("```")[0]
+    ns = {}
+    exec(block, ns)
+    path = tmp_path / "releases.jsonl"
+    write_releases(sampled, str(path))
+    lines = path.read_text().splitlines()
+    random.Random(1).shuffle(lines)
+    path.write_text("\n".join(lines) + "\n")
+    got = ns["whole_releases"](str(path))
+    assert [{k: d[k] for k in RELEASE_FIELDS} for d in got] == _rel_dicts(sampled)
