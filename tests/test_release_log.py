@@ -161,8 +161,8 @@ def test_every_format_reads_back_to_the_same_release_objects(tmp_path, sampled, 
         for f in ("centers", "coreset_points", "coreset_weights", "window_centers"):
             x, y = getattr(a, f), getattr(b, f)
             assert x.dtype == y.dtype and x.shape == y.shape and x.tobytes() == y.tobytes(), f
-    assert [Release.from_dict(d).to_dict() for _, d in resolve([json.loads(x) for x in path.read_text().splitlines()])] \
-        == _rel_dicts(rels)
+    dicts = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [Release.from_dict(d).to_dict() for _, d in resolve(dicts)] == _rel_dicts(rels)
 
 
 def test_the_ids_format_is_smaller_than_the_references_alone(tmp_path, sampled):

@@ -57,8 +57,8 @@ def main(argv=None) -> int:
                   f"{100 * log_b / full_b:.1f}% of whole", flush=True)
     prof = profile_job(cases[0], args.work) if args.profile else ""
     meta = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node() or 'this machine'}, "
-            f"{os.cpu_count()} CPUs, k = {args.k}, load average {load:.2f} at the start (a shared machine: wall times carry "
-            f"other processes' load; CPU times less so).")
+            f"{os.cpu_count()} CPUs, k = {args.k}, load average {load:.2f} at the start (a shared machine: wall "
+            f"times carry other processes' load; CPU times less so).")
     text = render(rows, imports, helps, python_s, sizes, meta, prof)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "job_vs_library.md"), "w", encoding="utf-8") as fh:
