@@ -72,17 +72,22 @@ def read_releases(path_or_glob: Union[str, os.PathLike]) -> Iterator[Release]:
     ``runs/*/releases.jsonl``, or a ``gs://`` path (with Beam installed). Files are read in sorted
     name order and each file's releases are yielded in (run, tick) order. A line that is not a release
     raises ValueError naming the file and line. A release log's references to an earlier tick's
-    coreset (:mod:`dpstream.release_log`) are resolved within the file: every release comes back
-    whole."""
+    coreset and its coreset points named by id (:mod:`dpstream.release_log`) are resolved within the
+    file: every release comes back whole. A file that lacks lines its others refer to (a job that
+    stopped mid-write, a piece of a file) raises ValueError saying so."""
     for path in _paths(path_or_glob):
         dicts, numbers = [], []
-        for i, line in enumerate(_read_text(path).splitlines(), 1):
+        text = _read_text(path)
+        lines = text.splitlines()
+        for i, line in enumerate(lines, 1):
             if not line.strip():
                 continue
             try:
                 dicts.append(json.loads(line))
             except ValueError as e:  # JSONDecodeError is a ValueError
-                raise ValueError(f"{path}, line {i}: not a dpstream release ({e})") from None
+                cut = " (the file ends inside it: a write cut short)" if i == len(lines) and \
+                    not text.endswith("\n") else ""
+                raise ValueError(f"{path}, line {i}: not a dpstream release{cut} ({e})") from None
             numbers.append(i)
         rels = []
         for j, d in resolve(dicts, f"{path}: "):

@@ -10,8 +10,9 @@ import numpy as np
 from .privacy import PrivacyPlan, plan_table
 
 # The only fields a release record may carry; tests scan serialised releases against it. (A line of a
-# release log may carry coreset_same_as_tick, a public tick number, instead of the two coreset arrays:
-# dpstream/release_log.py, LOG_FIELDS.)
+# release log may carry coreset_same_as_tick, a public tick number, instead of the two coreset arrays,
+# or coreset_ids and coreset_rows, its coreset points by id, instead of coreset_points:
+# dpstream/release_log.py, LOG_FIELDS and ID_FIELDS.)
 RELEASE_FIELDS = ("tick", "epoch", "centers", "coreset_points", "coreset_weights", "count_estimate",
                   "n_candidate_centers", "privacy", "run", "global_tick", "window_centers", "window_first_run")
 
@@ -83,6 +84,10 @@ class Release:
             raise ValueError(f"this line of a release log holds no coreset: it repeats the one of tick "
                              f"{d['coreset_same_as_tick']} (run {d.get('run', 0)}); read the log with "
                              f"dpstream.read_releases, which puts it back")
+        if "coreset_ids" in d and "coreset_points" not in d:
+            raise ValueError(f"this line of a release log names its coreset points by id (run {d.get('run', 0)}, "
+                             f"tick {d.get('tick')}); the points are in the lines that first used them: read the "
+                             f"log with dpstream.read_releases, which puts them back")
         kw, known = {}, set()
         for f in fields(cls):
             key = "privacy" if f.name == "plan" else f.name

@@ -222,9 +222,9 @@ class ClusterTicks(beam.PTransform):
     run), through the stages of the module docstring.
 
     ``ClusterTicks(cfg, clock, seed_path, mode="batch"|"streaming", close_delay_seconds=0.0,
-    n_shards=clock.n_shards, release_log=False)``. ``release_log=True``: a release that repeats the
-    previous tick's coreset is emitted as its line of a release log (:mod:`dpstream.release_log`),
-    for a file sink; False: every release whole (a Pub/Sub topic). With the bicriteria
+    n_shards=clock.n_shards, release_log=False)``. ``release_log=True``: every release is emitted as its line of a
+    release log (:mod:`dpstream.release_log`: a repeated coreset refers to its tick, a new one names
+    its points by id), for a file sink; False: every release whole (a Pub/Sub topic). With the bicriteria
     (``cfg.bicriteria``) apply it to ``(ticks, registry updates)``, the second the output of
     :class:`~transforms.bicriteria.CenterRegistry`."""
 

@@ -16,7 +16,7 @@ from collections import OrderedDict
 import numpy as np
 
 from dpstream.release import Release
-from dpstream.release_log import compact_dict
+from dpstream.release_log import compact_dict, ids_dict
 
 # the fields to_dict derives from an array of the release (a deterministic function of that array)
 _ARRAY_FIELDS = ("centers", "coreset_points", "coreset_weights", "window_centers")
@@ -67,10 +67,13 @@ class ReleaseEncoder:
             parts.append(f"{json.dumps(k)}: {frag}")
         return "{" + ", ".join(parts) + "}"
 
-    def release_dict(self, rel: Release, same_as=None) -> ReleaseDict:
-        """``rel.to_dict()``, or with ``same_as`` (a tick) its line of a release log: the coreset arrays
-        replaced by the reference (:func:`dpstream.release_log.compact_dict`)."""
+    def release_dict(self, rel: Release, same_as=None, ids=None) -> ReleaseDict:
+        """``rel.to_dict()``, or its line of a release log: with ``same_as`` (a tick) the coreset arrays
+        replaced by the reference (:func:`dpstream.release_log.compact_dict`), with ``ids``
+        (``(coreset_ids, coreset_rows)``) its points by id (:func:`dpstream.release_log.ids_dict`)."""
         d = rel.to_dict()
         if same_as is not None:
             d = compact_dict(d, same_as)
+        elif ids is not None:
+            d = ids_dict(d, *ids)
         return ReleaseDict(d, self.encode(rel, d))

@@ -18,7 +18,7 @@ from apache_beam.transforms.window import TimestampedValue
 
 from dpstream import release_step
 from dpstream.release import Release
-from dpstream.release_log import same_coreset
+from dpstream.release_log import RowTable, same_coreset
 from dpstream.run_window import RunWindow, window_centers
 from dpstream.semicoresets import WeightedSet
 from transforms.parse import NAMESPACE
@@ -48,6 +48,7 @@ class ReleaseRecord(NamedTuple):
     window: Optional[Tuple[np.ndarray, np.ndarray]]  # B's sample of the window, None: the run itself
     window_first_run: int
     same_as: Optional[int] = None     # release log: the tick of this run whose release holds this coreset
+    ids: Optional[Tuple[list, dict]] = None  # release log: (coreset_ids, coreset_rows) of a new coreset
     fit: Optional[Tuple[np.ndarray, np.ndarray]] = None  # what the centers are fitted to (None: the coreset)
 
 
@@ -85,13 +86,36 @@ class ReleaseState:
     window: Optional[RunWindow] = None
 
 
+class _RowTables:
+    """The release log's table of the open run (:class:`dpstream.release_log.RowTable`), in a state cell
+    of its own: read only when a tick makes a new coreset, written only when it changed (it holds every
+    point the run released, so keeping it in the main state would pickle it on every element)."""
+
+    def __init__(self, cell):
+        self.cell, self.table, self.dirty = cell, None, False
+
+    def get(self, run: int) -> RowTable:
+        if self.table is None:
+            self.table = load_state(self.cell)
+        if self.table is None or self.table.run != run:
+            self.table = RowTable(run)
+        self.dirty = True
+        return self.table
+
+    def store(self) -> None:
+        if self.dirty:
+            store_state(self.cell, self.table)
+
+
 class _ReleaseFn(StageFn):
     STAGE = "ReleaseCoreset"
     STATE = userstate.ReadModifyWriteStateSpec("dpstream_release_state", BytesCoder())
     INBOX = userstate.BagStateSpec("dpstream_release_inbox", PickleCoder())
+    ROWS = userstate.ReadModifyWriteStateSpec("dpstream_release_rows", BytesCoder())
 
     @measured
-    def process(self, element, state=beam.DoFn.StateParam(STATE), inbox=beam.DoFn.StateParam(INBOX)):
+    def process(self, element, state=beam.DoFn.StateParam(STATE), inbox=beam.DoFn.StateParam(INBOX),
+                rows=beam.DoFn.StateParam(ROWS)):
         _, item = element
         item = open_msg(item)
         job, cfg = self.job, self.job.cfg
@@ -117,7 +141,7 @@ class _ReleaseFn(StageFn):
                 for rt in it.ticks:
                     recs.setdefault(job.glob(it.run, rt.tick), {})[it.ring] = (it.run, it.epoch, rt)
         inbox.clear()
-        out = []
+        out, tables = [], _RowTables(rows)
         while True:
             g = st.done + 1
             p, got = plans.get(g), recs.get(g)
@@ -126,7 +150,7 @@ class _ReleaseFn(StageFn):
             del plans[g], recs[g]
             st.planned.discard(g)
             st.have.pop(g, None)
-            out.append(self._tick(st, g, p, {i: v[2] for i, v in got.items()}))
+            out.append(self._tick(st, g, p, {i: v[2] for i, v in got.items()}, tables))
             st.done = g
         left = {}
         for g, got in recs.items():  # later ticks wait in the inbox again
@@ -140,6 +164,7 @@ class _ReleaseFn(StageFn):
         for r, ps in sorted(by_run.items()):
             inbox.add(RunPlans(r, ps))
         store_state(state, st)
+        tables.store()
         for rec in out:
             yield rec
         floats = 0
@@ -147,9 +172,11 @@ class _ReleaseFn(StageFn):
             d = cfg.dim + 1
             floats = sum(len(c) * d for c in st.run.closed) + sum(
                 len(lv) * d for lvs in st.run.levels.values() for lv in lvs if lv is not None)
+        if tables.table is not None:
+            floats += tables.table.state_floats()
         self._stats.note(RELEASE_KEY, floats=floats)
 
-    def _tick(self, st, g, p, got) -> ReleaseRecord:
+    def _tick(self, st, g, p, got, tables: _RowTables) -> ReleaseRecord:
         job, cfg = self.job, self.job.cfg
         r, t = job.split(g)
         ctx = self.run(r)
@@ -183,15 +210,16 @@ class _ReleaseFn(StageFn):
             win, _ = st.window.sample(ctx.noise, r, pts, w, t)
             run.last = RunSample(pts, w, (e, t), win, None if rc.own_fit else (rc.fit_points, rc.fit_weights))
         pts, w, version, win, fit = run.last
-        same_as = None
-        if job.release_log:  # the rule of dpstream.release_log.ReleaseLog: the previous tick's, bit for bit
-            if before is not None and same_coreset(before[0], before[1], pts, w):
+        same_as = ids = None
+        if job.release_log:  # the rules of dpstream.release_log.ReleaseLog: the previous tick's, bit for bit,
+            if before is not None and same_coreset(before[0], before[1], pts, w):  # else points by id
                 same_as = run.anchor
             else:
                 run.anchor = t
+                ids = tables.get(r).encode(pts)
         count = release_step.released_count(p.count, w)
         rec = ReleaseRecord(r, t, g, e, pts, w, count, p.n_candidates, version, win, first, same_as=same_as,
-                            fit=fit)
+                            ids=ids, fit=fit)
         if p.final:  # the run ends: its final coreset joins the window, its state goes
             st.window.close_run(ctx.noise, r, pts, w)
             st.run = None
@@ -245,7 +273,7 @@ class _ClusterFn(StageFn):
                       window_first_run=rec.window_first_run)
         self._c_released.inc()
         # the JSON line is encoded here, in parallel across ticks, with repeated coresets encoded once
-        yield TimestampedValue(self._json.release_dict(rel, rec.same_as),
+        yield TimestampedValue(self._json.release_dict(rel, rec.same_as, rec.ids),
                                self.job.schedule.close_time(rec.global_tick))
         self._stats.note(("tick", rec.global_tick))
 

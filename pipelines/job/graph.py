@@ -136,7 +136,8 @@ def cluster(ticks, job: Job, seed_path: str):
     mode = "streaming" if job.streaming or job.tick_timer == "looping" else "batch"
     delay = close_delay_seconds(job)
     clock = tick_clock(job)
-    # a file is a release log (a repeated coreset refers to its first tick); a topic's messages stand alone
+    # a file is a release log (a repeated coreset refers to its first tick, a new one names its points by
+    # id); a topic's messages stand alone
     stages = ClusterTicks(cfg, clock, seed_path, mode=mode, close_delay_seconds=delay,
                           release_log=not job.output_topic and not job.full_coresets)
     if not cfg.bicriteria:

@@ -45,9 +45,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--output_topic", help="Pub/Sub topic for releases (one message per tick)")
     g.add_argument("--full_coresets", type=flag, nargs="?", const=True, default=False, metavar="BOOL",
                    help="with --output: write every release's coreset in full; by default a release whose coreset "
-                        "is the previous tick's refers to it (\"coreset_same_as_tick\", docs/release-log.md; "
-                        "dpstream.read_releases puts it back). A topic always gets full releases. --full_coresets alone means "
-                        "true")
+                        "is the previous tick's refers to it (\"coreset_same_as_tick\") and a new coreset names by "
+                        "id the points its run's lines already wrote (\"coreset_ids\", \"coreset_rows\"): "
+                        "docs/release-log.md; dpstream.read_releases puts them back. A topic always gets full "
+                        "releases. --full_coresets alone means true")
     g.add_argument("--dead_letter", help="file path or Pub/Sub topic for dead letters "
                                          "(default <output>/non_private/dead_letter.jsonl: dead letters hold raw records)")
     g = ap.add_argument_group("clustering (public parameters)")

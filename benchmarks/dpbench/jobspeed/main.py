@@ -3,6 +3,7 @@ measure the release log, optionally profile the job, write ``<out>/job_vs_librar
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import platform
 import statistics
@@ -28,12 +29,13 @@ def main(argv=None) -> int:
     ap.add_argument("--out", default="benchmarks/results", help="where job_vs_library.md goes")
     ap.add_argument("--cases", default="npy,csv,hd", help="npy (1e6×10), csv (the same points), hd (1e5×384)")
     ap.add_argument("--n", type=int, default=10 ** 6, help="points of the npy and csv cases")
+    ap.add_argument("--k", type=int, default=5, help="k of both sides (the data are 5 blobs whatever k)")
     ap.add_argument("--repeats", type=int, default=3, help="runs of the import and --help timings (median)")
     ap.add_argument("--profile", action="store_true", help="also profile the job on the npy case (cProfile)")
     args = ap.parse_args(argv)
     which = tuple(args.cases.split(","))
     t0 = time.time()
-    cases = make_cases(args.work, n=args.n, which=which)
+    cases = [dataclasses.replace(c, k=args.k) for c in make_cases(args.work, n=args.n, which=which)]
     print(f"files ready in {time.time() - t0:.0f} s", flush=True)
     load = os.getloadavg()[0]
     python_s = _median(python_argv(), args.repeats)
@@ -50,10 +52,13 @@ def main(argv=None) -> int:
         rows.append((case.name, lib, job))
         if job.ok and case.d == 10 and case.path.endswith(".npy"):
             sizes[case.name] = release_bytes(out_dir)
+            log_b, refs_b, full_b, _ = sizes[case.name]
+            print(f"{case.name}: releases.jsonl {log_b:,} bytes, references only {refs_b:,}, whole {full_b:,}: "
+                  f"{100 * log_b / full_b:.1f}% of whole", flush=True)
     prof = profile_job(cases[0], args.work) if args.profile else ""
     meta = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node() or 'this machine'}, "
-            f"{os.cpu_count()} CPUs, load average {load:.2f} at the start (a shared machine: wall times carry "
-            f"other processes' load; CPU times less so).")
+            f"{os.cpu_count()} CPUs, k = {args.k}, load average {load:.2f} at the start (a shared machine: wall "
+            f"times carry other processes' load; CPU times less so).")
     text = render(rows, imports, helps, python_s, sizes, meta, prof)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "job_vs_library.md"), "w", encoding="utf-8") as fh:

@@ -17,15 +17,20 @@ def verdict(value: float, target: float) -> str:
 
 
 def release_bytes(out_dir: str):
-    """(bytes of releases.jsonl, bytes of the same releases written whole, number of releases): the
-    whole lines are ``json.dumps(release.to_dict())``, what every line held before the release log."""
-    from dpstream.release_log import resolve
+    """(bytes of releases.jsonl, of the same releases as the log's first format (references to a
+    repeated coreset only), of the same releases written whole, number of releases): the whole lines
+    are ``json.dumps(release.to_dict())``, what every line held before the release log."""
+    from dpstream.release import Release
+    from dpstream.release_log import ReleaseLog, resolve
 
     path = os.path.join(out_dir, "releases.jsonl")
     with open(path, encoding="utf-8") as fh:
         lines = [ln for ln in fh.read().splitlines() if ln.strip()]
-    full = sum(len(json.dumps(d).encode()) + 1 for _, d in resolve([json.loads(ln) for ln in lines]))
-    return os.path.getsize(path), full, len(lines)
+    whole = sorted((d for _, d in resolve([json.loads(ln) for ln in lines])), key=lambda d: (d["run"], d["tick"]))
+    full = sum(len(json.dumps(d).encode()) + 1 for d in whole)
+    first = ReleaseLog(ids=False)
+    refs = sum(len(first.line(Release.from_dict(d)).encode()) + 1 for d in whole)
+    return os.path.getsize(path), refs, full, len(lines)
 
 
 def render(rows, imports, helps, python_s, sizes, meta, profile_md: str = "") -> str:
@@ -51,14 +56,15 @@ def render(rows, imports, helps, python_s, sizes, meta, profile_md: str = "") ->
             f"| `python -m pipelines.dp_stream_cluster --help` | {helps[0]:.2f} s | {helps[1]:.2f} s | ≤ {HELP_S} s | "
             f"{verdict(helps[0], HELP_S)} |", ""]
     if sizes:
-        out += ["| releases.jsonl | release log | the same releases whole | log / whole | target ≤ 25% |",
-                "|---|---|---|---|---|"]
-        for name, (log_b, full_b, n) in sizes.items():
+        out += ["| releases.jsonl | the same releases whole | references only (first log format) | release log "
+                "(references and ids) | log / whole | target ≤ 25% |", "|---|---|---|---|---|---|"]
+        for name, (log_b, refs_b, full_b, n) in sizes.items():
             frac = log_b / full_b
-            out.append(f"| {name} ({n} releases) | {log_b / 1e6:.1f} MB | {full_b / 1e6:.1f} MB | {100 * frac:.0f}% | "
+            out.append(f"| {name} ({n} releases) | {full_b / 1e6:.1f} MB | {refs_b / 1e6:.1f} MB "
+                       f"({100 * refs_b / full_b:.0f}%) | {log_b / 1e6:.1f} MB | {100 * frac:.1f}% | "
                        f"{verdict(frac, OUTPUT_FRACTION)} |")
         out += ["", "The whole lines are what every line held before the release log (`--full_coresets` "
-                "writes them); `read_releases` gives the same releases from both (docs/release-log.md).", ""]
+                "writes them); `read_releases` gives the same releases from all three (docs/release-log.md).", ""]
     if profile_md:
         out += ["## Profile", "", profile_md]
     return "\n".join(out) + "\n"
