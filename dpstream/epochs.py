@@ -56,12 +56,14 @@ def adopt_now(cfg: EngineConfig, t: int, grown: bool, count: Optional[float], co
     return t >= max(1, 2 * epoch_start)
 
 
-def flush_now(cfg: EngineConfig, t: int, adopt: bool, final: bool, last_flush: int) -> bool:
+def flush_now(cfg: EngineConfig, t: int, adopt: bool, final: bool, last_flush: int, count: Optional[float] = None,
+              last_count: float = 0.0, block_size: int = 0) -> bool:
     """Does every ring release its pending block at tick t? At an epoch change, at the horizon, and at
     the public flush ticks of the ``"horizon"`` schedule (:func:`dpstream.rules.flush_tick`; ``last_flush``
-    is the last tick that flushed, 0 before any)."""
-    return adopt or final or (cfg.epoch_schedule == "horizon" and rules.flush_tick(t, last_flush,
-                                                                                   cfg.flush_schedule))
+    is the last tick that flushed, 0 before any; ``count``: tick t's DP count estimate, ``last_count``:
+    the estimate at that flush)."""
+    return adopt or final or (cfg.epoch_schedule == "horizon" and rules.flush_tick(
+        t, last_flush, cfg.flush_schedule, count, last_count, cfg.flush_min_blocks * block_size, cfg.flush_growth))
 
 
 class ExternalCenters:
@@ -101,6 +103,7 @@ class EpochSchedule:
         self.count0 = 0.0  # the DP count estimate when the open epoch started
         self.adopted_bic = 1  # |F| when the open epoch started
         self.last_flush = 0  # the last tick every ring's block was released
+        self.last_flush_count = 0.0  # the DP count estimate at that tick
 
     def step(self, t: int, count: Optional[float], n_candidates: int, release_changed: bool = False):
         """(adopt, flush, final) of tick t: ``count`` its DP count estimate, ``n_candidates`` = |F_t|,
@@ -110,9 +113,10 @@ class EpochSchedule:
         grown = n_candidates > self.adopted_bic or release_changed
         final = t == cfg.horizon_ticks
         adopt = adopt_now(cfg, t, grown, count, self.count0, self.epoch, self.epoch_start, self.block_size)
-        flush = flush_now(cfg, t, adopt, final, self.last_flush)
+        flush = flush_now(cfg, t, adopt, final, self.last_flush, count, self.last_flush_count, self.block_size)
         if flush:
             self.last_flush = t
+            self.last_flush_count = 0.0 if count is None else float(count)
         adopt = adopt and not final
         if adopt:
             self.count0 = count

@@ -18,7 +18,7 @@ RELATIONS = ("replace_one", "add_remove")
 OBJECTIVES = ("kmeans", "kmedian")
 SEMICORESETS = ("tree", "lloyd", "snap")
 EPOCH_SCHEDULES = ("horizon", "doubling", "every")
-FLUSH_SCHEDULES = ("first", "dyadic")
+FLUSH_SCHEDULES = ("first", "dyadic", "count")
 RING_CENTERS = ("bicriteria", "bicriteria+released")
 CONTRIBUTIONS = ("records", "tick_mean")
 UNIT_FIELDS = ("max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit")
@@ -132,6 +132,12 @@ Unit of privacy (:mod:`dpstream.contributions`): max_contributions (L; None = on
     ring_center_factor: float = 1.0
     epoch_schedule: str = "horizon"
     flush_schedule: str = "first"
+    # "count" flush schedule: flush once the DP count since the last flush reaches flush_growth times
+    # the DP count at it (and flush_min_blocks·M)
+    flush_growth: float = 0.5
+    flush_min_blocks: float = 0.5
+    # the union bound of A's root threshold: "horizon" (T·I blocks alike) or "block" (by block index)
+    root_tail: str = "horizon"
     coreset_size: Optional[int] = None
     release_epoch_decay: float = 0.5
     # black box A
@@ -181,6 +187,11 @@ Unit of privacy (:mod:`dpstream.contributions`): max_contributions (L; None = on
         _check(self.ring_centers in RING_CENTERS, f"ring_centers must be one of {RING_CENTERS}, got {self.ring_centers!r}")
         _check(self.flush_schedule in FLUSH_SCHEDULES,
                f"flush_schedule must be one of {FLUSH_SCHEDULES}, got {self.flush_schedule!r}")
+        _check(self.root_tail in ("horizon", "block"), f"root_tail must be 'horizon' or 'block', got {self.root_tail!r}")
+        _check(_is_num(self.flush_growth) and math.isfinite(self.flush_growth) and self.flush_growth > 0,
+               f"flush_growth must be a finite number > 0, got {self.flush_growth!r}")
+        _check(_is_num(self.flush_min_blocks) and math.isfinite(self.flush_min_blocks) and self.flush_min_blocks >= 0,
+               f"flush_min_blocks must be a finite number >= 0, got {self.flush_min_blocks!r}")
         _check(self.epoch_schedule in EPOCH_SCHEDULES,
                f"epoch_schedule must be one of {EPOCH_SCHEDULES}, got {self.epoch_schedule!r}")
         if self.center is not None:
