@@ -180,12 +180,14 @@ class Semicoreset:
         public flush ticks, DP-count adoptions), so the threshold stays post-processing."""
         cfg = self.cfg
         T = max(int(cfg.horizon_ticks), 1)
-        if cfg.root_tail != "block" or key is None or len(key) < 4 or key[0] != "A":
+        if (cfg.root_tail != "block" or key is None or len(key) < 4 or key[0] != "A"
+                or not isinstance(key[3], (int, np.integer)) or isinstance(key[3], bool)):  # not a ring's block
             return float(T * cfg.n_rings)
         from . import rules
         epochs = rules.max_epochs(T) if cfg.epoch_schedule == "horizon" else T
         harmonic = float(np.sum(1.0 / np.arange(1, T + 1)))
-        return float(cfg.n_rings * epochs * harmonic * (int(key[3]) + 1))
+        share = 0.5 / (T * cfg.n_rings) + 0.5 / (cfg.n_rings * epochs * harmonic * (int(key[3]) + 1))
+        return 1.0 / share
 
     def leaf_threshold(self) -> float:
         """θ_k, the noisy count a released part or leaf needs (one part; public): the block-size rule's unit."""
