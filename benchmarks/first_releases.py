@@ -58,7 +58,7 @@ def main(argv=None):
     ap.add_argument("--no-prefix", action="store_true")
     ap.add_argument("--cache", default="/tmp/dpstream-first-releases")
     ap.add_argument("params", nargs="*", help="advanced parameters, name=JSON value")
-    a = ap.parse_args(argv)
+    a = ap.parse_intermixed_args(argv)
     warnings.filterwarnings("ignore")
     from dpstream import DPStreamClusterer
 

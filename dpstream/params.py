@@ -142,6 +142,10 @@ Unit of privacy (:mod:`dpstream.contributions`): max_contributions (L; None = on
     root_tail: str = "block"
     coreset_size: Optional[int] = None
     release_epoch_decay: float = 0.5
+    # "age": every old epoch's point decays by its age; "covered": only where a newer epoch has points
+    # (within release_cover_factor × the newer points' spacing)
+    release_decay_rule: str = "age"
+    release_cover_factor: float = 3.0
     # black box A
     tree_depth: Optional[int] = None
     tree_keep_factor: float = 3.0
@@ -189,6 +193,11 @@ Unit of privacy (:mod:`dpstream.contributions`): max_contributions (L; None = on
         _check(self.ring_centers in RING_CENTERS, f"ring_centers must be one of {RING_CENTERS}, got {self.ring_centers!r}")
         _check(self.flush_schedule in FLUSH_SCHEDULES,
                f"flush_schedule must be one of {FLUSH_SCHEDULES}, got {self.flush_schedule!r}")
+        _check(self.release_decay_rule in ("age", "covered"),
+               f"release_decay_rule must be 'age' or 'covered', got {self.release_decay_rule!r}")
+        _check(_is_num(self.release_cover_factor) and math.isfinite(self.release_cover_factor)
+               and self.release_cover_factor > 0, f"release_cover_factor must be a finite number > 0, got "
+                                                  f"{self.release_cover_factor!r}")
         _check(self.root_tail in ("horizon", "block"), f"root_tail must be 'horizon' or 'block', got {self.root_tail!r}")
         _check(_is_num(self.flush_growth) and math.isfinite(self.flush_growth) and self.flush_growth > 0,
                f"flush_growth must be a finite number > 0, got {self.flush_growth!r}")

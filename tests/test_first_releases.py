@@ -212,3 +212,18 @@ def test_an_empty_stream_releases_no_phantom_mass_with_the_block_root_tail(semic
     total = [int(e.step(np.zeros((0, 2))).coreset_weights.sum()) for _ in range(48)]
     assert e.mr.fires >= 1
     assert max(total) <= 3 * e.plan.a_count_scale
+
+
+def test_the_covered_decay_keeps_old_clusters_that_stopped_arriving():
+    """release_decay_rule="covered": an old epoch's points far from every newer epoch's point keep
+    their whole weight in the release fit (a cluster that stopped arriving is not faded out); those the
+    newer epochs cover decay by age as with the default rule. A function of the released sets alone."""
+    from dpstream.semicoresets import WeightedSet
+    rng = np.random.default_rng(0)
+    old = WeightedSet(np.r_[rng.normal(size=(50, 2)), rng.normal(size=(50, 2)) + 30], np.ones(100), np.zeros(100, int))
+    new = WeightedSet(rng.normal(size=(80, 2)), np.ones(80), np.zeros(80, int))
+    factor = np.r_[np.full(100, 0.5), np.ones(80)]
+    out = epochs_mod._uncovered_kept([old, new], factor, 6.0)
+    assert np.all(out[:50] == 0.5) and np.all(out[50:100] == 1.0) and np.all(out[100:] == 1.0)
+    with pytest.raises(ValueError, match="release_decay_rule"):
+        _cfg(release_decay_rule="drift")
