@@ -32,6 +32,7 @@ Implementations:
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -78,6 +79,15 @@ def _add_rows(out, index, values):
     si = index[order]
     starts = np.flatnonzero(np.r_[True, si[1:] != si[:-1]])
     out[si[starts]] += np.add.reduceat(values[order], starts, axis=0)
+
+
+@functools.lru_cache(maxsize=64)
+def _harmonic(T: int) -> float:
+    """H_T = Σ_{j ≤ T} 1/j, or beyond 10⁶ its upper bound ln T + γ + 1/(2T) (a larger H only lowers the
+    shares: the union bound stays valid, and a huge public horizon allocates nothing)."""
+    if T <= 10 ** 6:
+        return float(np.sum(1.0 / np.arange(1, T + 1)))
+    return math.log(T) + 0.5772156649015329 + 0.5 / T
 
 
 class Semicoreset:
@@ -185,7 +195,7 @@ class Semicoreset:
             return float(T * cfg.n_rings)
         from . import rules
         epochs = rules.max_epochs(T) if cfg.epoch_schedule == "horizon" else T
-        harmonic = float(np.sum(1.0 / np.arange(1, T + 1)))
+        harmonic = _harmonic(T)
         share = 0.5 / (T * cfg.n_rings) + 0.5 / (cfg.n_rings * epochs * harmonic * (int(key[3]) + 1))
         return 1.0 / share
 
