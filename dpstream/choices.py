@@ -43,6 +43,19 @@ class FlushSchedule(_Choice):
     """Ticks where every ring's pending block is released through A (:func:`dpstream.rules.flush_tick`)."""
     FIRST = "first"    # tick 1 only
     DYADIC = "dyadic"  # also at powers of two with no flush since t/2
+    COUNT = "count"    # also once the DP count estimate has grown by flush_growth since the last flush
+
+
+class RootTail(_Choice):
+    """How A's root threshold spreads its union bound over a run's blocks (:mod:`dpstream.semicoresets`)."""
+    BLOCK = "block"      # half by the block's index within its (epoch, ring), half over the T·I blocks alike
+    HORIZON = "horizon"  # all over the T·I blocks alike
+
+
+class ReleaseDecayRule(_Choice):
+    """Where an old epoch's points lose weight in the release's fit (:mod:`dpstream.release_step`)."""
+    AGE = "age"          # every old epoch's point, by its age
+    COVERED = "covered"  # only where a newer epoch has points nearby
 
 
 class RingCenters(_Choice):
@@ -69,6 +82,8 @@ EPOCH_SCHEDULES = values(EpochSchedule)
 FLUSH_SCHEDULES = values(FlushSchedule)
 RING_CENTERS = values(RingCenters)
 CONTRIBUTIONS = values(Contribution)
+ROOT_TAILS = values(RootTail)
+RELEASE_DECAY_RULES = values(ReleaseDecayRule)
 
 
 def objective_exponent(objective: str) -> int:

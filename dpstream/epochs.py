@@ -56,12 +56,14 @@ def adopt_now(cfg: EngineConfig, t: int, grown: bool, count: Optional[float], co
     return t >= max(1, 2 * epoch_start)
 
 
-def flush_now(cfg: EngineConfig, t: int, adopt: bool, final: bool, last_flush: int) -> bool:
+def flush_now(cfg: EngineConfig, t: int, adopt: bool, final: bool, last_flush: int, count: Optional[float] = None,
+              last_count: float = 0.0, block_size: int = 0) -> bool:
     """Does every ring release its pending block at tick t? At an epoch change, at the horizon, and at
     the public flush ticks of the ``"horizon"`` schedule (:func:`dpstream.rules.flush_tick`; ``last_flush``
-    is the last tick that flushed, 0 before any)."""
-    return adopt or final or (cfg.epoch_schedule == "horizon" and rules.flush_tick(t, last_flush,
-                                                                                   cfg.flush_schedule))
+    is the last tick that flushed, 0 before any; ``count``: tick t's DP count estimate, ``last_count``:
+    the estimate at that flush)."""
+    return adopt or final or (cfg.epoch_schedule == "horizon" and rules.flush_tick(
+        t, last_flush, cfg.flush_schedule, count, last_count, cfg.flush_min_blocks * block_size, cfg.flush_growth))
 
 
 class ExternalCenters:
@@ -101,6 +103,7 @@ class EpochSchedule:
         self.count0 = 0.0  # the DP count estimate when the open epoch started
         self.adopted_bic = 1  # |F| when the open epoch started
         self.last_flush = 0  # the last tick every ring's block was released
+        self.last_flush_count = 0.0  # the DP count estimate at that tick
 
     def step(self, t: int, count: Optional[float], n_candidates: int, release_changed: bool = False):
         """(adopt, flush, final) of tick t: ``count`` its DP count estimate, ``n_candidates`` = |F_t|,
@@ -110,9 +113,10 @@ class EpochSchedule:
         grown = n_candidates > self.adopted_bic or release_changed
         final = t == cfg.horizon_ticks
         adopt = adopt_now(cfg, t, grown, count, self.count0, self.epoch, self.epoch_start, self.block_size)
-        flush = flush_now(cfg, t, adopt, final, self.last_flush)
+        flush = flush_now(cfg, t, adopt, final, self.last_flush, count, self.last_flush_count, self.block_size)
         if flush:
             self.last_flush = t
+            self.last_flush_count = 0.0 if count is None else float(count)
         adopt = adopt and not final
         if adopt:
             self.count0 = count
@@ -207,8 +211,36 @@ def release_fit_sample(cfg: EngineConfig, noise, sets, pts: np.ndarray, w: np.nd
     S = WeightedSet.concat(sets, cfg.dim)
     if len(S) == 0:
         return pts, w
+    factor = decay ** ages
+    if cfg.release_decay_rule == "covered":
+        factor = _uncovered_kept(sets, factor, cfg.release_cover_factor)
     rng = noise.generator(("release", epoch, t, "B-fit"))
-    return sensitivity_sample(S.points, S.weights * decay ** ages, cfg.s_b, cfg.n_clusters, rng, z)
+    return sensitivity_sample(S.points, S.weights * factor, cfg.s_b, cfg.n_clusters, rng, z)
+
+
+def _uncovered_kept(sets, factor: np.ndarray, cover: float) -> np.ndarray:
+    """``release_decay_rule="covered"``: an old epoch's point keeps its whole weight unless a newer epoch
+    has a point within ``cover`` times the newer set's median nearest-neighbour spacing — a cluster that
+    stopped arriving (a drifting or in-order stream) is not faded out by epochs that never saw it, while
+    regions the newer, finer epochs cover are decayed as before. Post-processing of released sets."""
+    out = factor.copy()
+    starts = np.cumsum([0] + [len(s) for s in sets])
+    for i in range(len(sets) - 1):
+        newer = np.vstack([s.points for s in sets[i + 1:] if len(s)])
+        if len(newer) < 2 or len(sets[i]) == 0:
+            continue
+        dn = _sq_dists(newer, newer)
+        np.fill_diagonal(dn, np.inf)
+        spacing = np.sqrt(np.median(dn.min(axis=1)))
+        near = np.sqrt(_sq_dists(sets[i].points, newer).min(axis=1)) <= cover * spacing
+        seg = slice(starts[i], starts[i + 1])
+        out[seg] = np.where(near, factor[seg], 1.0)
+    return out
+
+
+def _sq_dists(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    d = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T
+    return np.maximum(d, 0.0)
 
 
 def release_centers(cfg: EngineConfig, noise, pts: np.ndarray, w: np.ndarray, epoch: int, t: int) -> np.ndarray:

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import FrozenSet, Optional, Tuple
 
 from . import rules
-from .choices import (Contribution, EpochSchedule, FlushSchedule, Objective, Relation, RingCenters,
-                      Semicoreset, objective_exponent)
+from .choices import (Contribution, EpochSchedule, FlushSchedule, Objective, Relation, ReleaseDecayRule,
+                      RingCenters, RootTail, Semicoreset, objective_exponent)
 
 
 @dataclass(frozen=True)
@@ -145,8 +145,15 @@ class MergeReduce:
         (:class:`~dpstream.choices.FlushSchedule`).
       coreset_size: s_B, black box B's sample size (None: :func:`dpstream.rules.coreset_size`,
         ``cfg.derived.s_b``).
+      flush_growth: with the ``count`` flush schedule, rings flush once the DP count estimate has grown
+        by this factor of its value at the last flush (> 0).
+      flush_min_blocks: ... and by at least this many blocks (M points) since it (≥ 0).
       release_epoch_decay: the release's k centers are fitted with each epoch's weights times this
         factor per epoch of age, in (0, 1]; the released coreset keeps its weights.
+      release_decay_rule: which old points that decay applies to
+        (:class:`~dpstream.choices.ReleaseDecayRule`).
+      release_cover_factor: with the ``covered`` rule, an old point decays when a newer epoch's point is
+        within this many times the newer points' spacing (> 0).
     """
     n_rings: int = 12
     ring_ratio: float = 2.0
@@ -158,8 +165,12 @@ class MergeReduce:
     first_epoch_blocks: Optional[float] = None
     epoch_schedule: EpochSchedule = EpochSchedule.HORIZON
     flush_schedule: FlushSchedule = FlushSchedule.FIRST
+    flush_growth: float = 0.5
+    flush_min_blocks: float = 0.5
     coreset_size: Optional[int] = None
     release_epoch_decay: float = 0.5
+    release_decay_rule: ReleaseDecayRule = ReleaseDecayRule.AGE
+    release_cover_factor: float = 3.0
 
 
 @dataclass(frozen=True)
@@ -177,6 +188,9 @@ class BlackBoxA:
       count_share: φ, the part of A's budget spent on counts, the rest on sums (None:
         :func:`dpstream.rules.count_share`, 1 for ``snap``; effective value ``cfg.derived.count_share``).
       weight_beta: the phantom-mass threshold, in (0, 1).
+      root_tail: how the root threshold's union bound is spread over the run's blocks
+        (:class:`~dpstream.choices.RootTail`; ``block`` keeps a ring's first blocks from paying for a far
+        horizon's).
     """
     semicoreset: Semicoreset = Semicoreset.TREE
     tree_depth: Optional[int] = None
@@ -185,6 +199,7 @@ class BlackBoxA:
     lloyd_iters: int = 3
     count_share: Optional[float] = None
     weight_beta: float = 0.5
+    root_tail: RootTail = RootTail.BLOCK
 
 
 @dataclass(frozen=True)
@@ -195,7 +210,7 @@ class Offline:
       n_init: k-means++ restarts of each fit (the release, the ring centers, the window of runs).
       sum_grid_bits: the semicoreset's sums are kept on a fixed-point grid of 2^bits per unit, in [4, 40].
     """
-    n_init: int = 3
+    n_init: int = 10
     sum_grid_bits: int = 20
 
 

@@ -18,9 +18,10 @@ from operator import attrgetter
 
 import numpy as np
 
-from .choices import (CONTRIBUTIONS, EPOCH_SCHEDULES, FLUSH_SCHEDULES, OBJECTIVES, RELATIONS, RING_CENTERS,
-                      SEMICORESETS, Contribution, EpochSchedule, FlushSchedule, Objective, Relation, RingCenters,
-                      Semicoreset, objective_exponent)
+from .choices import (CONTRIBUTIONS, EPOCH_SCHEDULES, FLUSH_SCHEDULES, OBJECTIVES, RELATIONS,
+                      RELEASE_DECAY_RULES, RING_CENTERS, ROOT_TAILS, SEMICORESETS, Contribution, EpochSchedule,
+                      FlushSchedule, Objective, Relation, ReleaseDecayRule, RingCenters, RootTail, Semicoreset,
+                      objective_exponent)
 from .param_groups import (BicriteriaParams, BlackBoxA, Budget, Derived, MergeReduce, Offline, PrivacyUnit, Problem,
                            Stream, derive)
 
@@ -39,7 +40,9 @@ PARAMETERS = (
     "block_leaves", "epoch_blocks", "first_epoch_blocks", "ring_center_factor", "epoch_schedule",
     "flush_schedule", "coreset_size", "release_epoch_decay", "tree_depth", "tree_keep_factor",
     "tree_branch_factor", "lloyd_iters", "count_share", "weight_beta", "privacy_split", "n_init",
-    "sum_grid_bits", "max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit")
+    "sum_grid_bits", "max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit",
+    # added later, so they come last: the earlier keys keep their order
+    "flush_growth", "flush_min_blocks", "root_tail", "release_decay_rule", "release_cover_factor")
 UNIT_FIELDS = ("max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit")
 _NAMES = {name: tuple(f.name for f in fields(cls)) for name, cls in GROUPS}
 _GROUP_OF = {field: name for name, names in _NAMES.items() for field in names}
@@ -256,6 +259,8 @@ def _check_and_normalise(v: dict) -> None:
                                   ("semicoreset", SEMICORESETS, Semicoreset),
                                   ("ring_centers", RING_CENTERS, RingCenters),
                                   ("flush_schedule", FLUSH_SCHEDULES, FlushSchedule),
+                                  ("root_tail", ROOT_TAILS, RootTail),
+                                  ("release_decay_rule", RELEASE_DECAY_RULES, ReleaseDecayRule),
                                   ("epoch_schedule", EPOCH_SCHEDULES, EpochSchedule)):
         _check(v[name] in allowed, f"{name} must be one of {allowed}, got {v[name]!r}")
         v[name] = choice(v[name])
@@ -305,6 +310,13 @@ def _check_and_normalise(v: dict) -> None:
     _check(0 < v["weight_beta"] < 1, "weight_beta must be in (0, 1)")
     _check(_is_num(v["release_epoch_decay"]) and 0 < v["release_epoch_decay"] <= 1,
            f"release_epoch_decay must be in (0, 1], got {v['release_epoch_decay']!r}")
+    _check(_is_num(v["release_cover_factor"]) and math.isfinite(v["release_cover_factor"])
+           and v["release_cover_factor"] > 0,
+           f"release_cover_factor must be a finite number > 0, got {v['release_cover_factor']!r}")
+    _check(_is_num(v["flush_growth"]) and math.isfinite(v["flush_growth"]) and v["flush_growth"] > 0,
+           f"flush_growth must be a finite number > 0, got {v['flush_growth']!r}")
+    _check(_is_num(v["flush_min_blocks"]) and math.isfinite(v["flush_min_blocks"]) and v["flush_min_blocks"] >= 0,
+           f"flush_min_blocks must be a finite number >= 0, got {v['flush_min_blocks']!r}")
     _check(v["tree_keep_factor"] > 0 and v["tree_branch_factor"] > 0, "tree factors must be > 0")
     _check(4 <= v["sum_grid_bits"] <= 40, "sum_grid_bits must be in [4, 40]")
     try:

@@ -9,6 +9,7 @@ of the corresponding ``EngineConfig`` field always wins.
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 
 def bicriteria(semicoreset: str) -> bool:
@@ -75,7 +76,8 @@ def max_epochs(horizon_ticks: int) -> int:
     return int(math.floor(math.log2(max(int(horizon_ticks), 1)))) + 2
 
 
-def flush_tick(t: int, last_flush: int, schedule: str) -> bool:
+def flush_tick(t: int, last_flush: int, schedule: str, count: Optional[float] = None, last_count: float = 0.0,
+               min_count: float = 0.0, growth: float = 0.5) -> bool:
     """Is tick t a scheduled flush, every ring's pending block released through A without an epoch
     change? A function of the tick index and of the last flush tick (itself a function of public
     ticks and DP counts: the epoch changes), never of a buffer's size.
@@ -95,8 +97,20 @@ def flush_tick(t: int, last_flush: int, schedule: str) -> bool:
     (k = 64, d = 100, M ≈ 39k points: the first epoch changes at tick 39) the flushes at ticks 4 and 16
     cut that first epoch into blocks of 3k and 12k points, 3.28 → 5.90 (default horizon, 3 seeds);
     at tick 16 that stream and digits (1,797 points, never a fire: 4.52 → 1.88 with ``"dyadic"``) are
-    indistinguishable from their DP counts."""
+    indistinguishable from their DP counts.
+
+    ``"count"``: when the stream's DP count estimate ``count`` (already released: the stream counter's
+    or the bicriteria's) has grown since the last flush by ``growth`` times its value ``last_count``
+    there, and by at least ``min_count`` points — a release then reflects at least 1/(1 + growth) of
+    what the DP count says arrived, and the flushed blocks grow with the stream (never fragments of
+    a fixed size: O(log n / log(1 + growth)) flushes in all). A function of released DP counts and
+    public parameters only (post-processing)."""
     t = int(t)
     if t == 1:
         return True
+    if schedule == "count":
+        if count is None:
+            return False
+        c0 = max(float(last_count), 0.0)
+        return float(count) - c0 >= max(float(min_count), float(growth) * c0)
     return schedule == "dyadic" and t & (t - 1) == 0 and 2 * int(last_flush) < t

@@ -32,6 +32,7 @@ Implementations:
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -78,6 +79,15 @@ def _add_rows(out, index, values):
     si = index[order]
     starts = np.flatnonzero(np.r_[True, si[1:] != si[:-1]])
     out[si[starts]] += np.add.reduceat(values[order], starts, axis=0)
+
+
+@functools.lru_cache(maxsize=64)
+def _harmonic(T: int) -> float:
+    """H_T = Σ_{j ≤ T} 1/j, or beyond 10⁶ its upper bound ln T + γ + 1/(2T) (a larger H only lowers the
+    shares: the union bound stays valid, and a huge public horizon allocates nothing)."""
+    if T <= 10 ** 6:
+        return float(np.sum(1.0 / np.arange(1, T + 1)))
+    return math.log(T) + 0.5772156649015329 + 0.5 / T
 
 
 class Semicoreset:
@@ -153,7 +163,7 @@ class Semicoreset:
                             per_part=self.per_part_noise)
         return (y_sums_q + z) / self.grid
 
-    def count_tail(self, n_draws: int, run_wide: bool = True) -> float:
+    def count_tail(self, n_draws: int, run_wide: bool = True, key=None) -> float:
         """τ_w: with prob ≥ 1−β no noise among ``n_draws`` count draws exceeds it.
 
         ``run_wide`` takes the union bound over every block the run can release as well (at most
@@ -162,11 +172,32 @@ class Semicoreset:
         use the bound of one release.
         """
         beta = self.cfg.weight_beta
-        n = max(int(n_draws), 1) * (self.cfg.horizon_ticks * self.cfg.n_rings if run_wide else 1)
+        n = max(int(n_draws), 1) * (self.run_wide_blocks(key) if run_wide else 1)
         s = self.plan.a_count_scale
         if self.plan.a_mechanism == "gaussian":
             return s * math.sqrt(2.0 * math.log(2.0 * n / beta))
         return s * math.log(2.0 * n / beta)
+
+    def run_wide_blocks(self, key=None) -> float:
+        """The union bound's weight of the block ``key`` = ("A", epoch, ring, j) among the run's blocks.
+
+        ``root_tail="horizon"``: every block alike, T·I of them (at most one per ring per tick).
+        ``"block"``: the j-th block of a ring in an epoch gets the share 1/((j+1)·H_T) of its ring's and
+        epoch's β (Σ_{j<T} 1/(j+1) = H_T, and a ring releases at most T blocks per epoch), the rings and
+        the epochs (≤ E_max with the "horizon" schedule, else ≤ T) alike: still ≤ β phantoms expected
+        over the run, but a ring's first blocks — all a short stream has — need not pay for the
+        T·I blocks of a long run under a far horizon. j and the epoch are counts of DP outputs (fires,
+        public flush ticks, DP-count adoptions), so the threshold stays post-processing."""
+        cfg = self.cfg
+        T = max(int(cfg.horizon_ticks), 1)
+        if (cfg.root_tail != "block" or key is None or len(key) < 4 or key[0] != "A"
+                or not isinstance(key[3], (int, np.integer)) or isinstance(key[3], bool)):  # not a ring's block
+            return float(T * cfg.n_rings)
+        from . import rules
+        epochs = rules.max_epochs(T) if cfg.epoch_schedule == "horizon" else T
+        harmonic = _harmonic(T)
+        share = 0.5 / (T * cfg.n_rings) + 0.5 / (cfg.n_rings * epochs * harmonic * (int(key[3]) + 1))
+        return 1.0 / share
 
     def leaf_threshold(self) -> float:
         """θ_k, the noisy count a released part or leaf needs (one part; public): the block-size rule's unit."""
@@ -195,7 +226,7 @@ class SnapSemicoreset(Semicoreset):
         counts = np.zeros(n_parts, dtype=np.int64)
         counts[keys] = cnt
         w = self.noisy_counts(key + ("count",), counts, np.arange(n_parts))
-        w = np.where(w >= self.count_tail(n_parts), w, 0)
+        w = np.where(w >= self.count_tail(n_parts, key=key), w, 0)
         return WeightedSet(np.zeros((n_parts, self.cfg.dim)), w, np.arange(n_parts))
 
 
@@ -227,18 +258,18 @@ class TreeSemicoreset(Semicoreset):
         V = self.directions(key) if directions is None else directions
         return LeafSketch(centers, radii, V, self.cfg.dim, self.grid)
 
-    def thresholds(self, n_parts: int):
-        """(θ_root, θ_keep, θ_branch) of a release with ``n_parts`` parts (public numbers)."""
+    def thresholds(self, n_parts: int, key=None):
+        """(θ_root, θ_keep, θ_branch) of a release with ``n_parts`` parts (public numbers) of block ``key``."""
         cfg = self.cfg
         theta_k = max(self.count_tail(n_parts, run_wide=False), cfg.tree_keep_factor * self.sum_noise_norm())
-        theta_root = max(theta_k, self.count_tail(n_parts))  # an empty part's root must not pass
+        theta_root = max(theta_k, self.count_tail(n_parts, key=key))  # an empty part's root must not pass
         return theta_root, theta_k, max(cfg.tree_branch_factor, 1.0) * theta_k
 
     def run(self, block, key):
         D, d = block.depth, self.cfg.dim
         keys, ecount, esum = block.compact()
         n_parts = block.n_parts
-        theta_root, theta_k, theta_b = self.thresholds(n_parts)
+        theta_root, theta_k, theta_b = self.thresholds(n_parts, key)
         node_key = np.arange(n_parts, dtype=np.int64)  # key at level l: part·2^l + path code
         parent = np.full(n_parts, -1, dtype=np.int64)
         levels = []  # per level: (keys, noisy counts, kept, parent index)
@@ -336,7 +367,7 @@ class LloydSemicoreset(Semicoreset):
             flat = C.reshape(n_cells, d)
             flat = np.where((noisy >= 1)[:, None], newc, flat)
             C = flat.reshape(n_parts, k, d)
-        w = np.where(noisy >= self.count_tail(n_cells), noisy, 0)
+        w = np.where(noisy >= self.count_tail(n_cells, key=key), noisy, 0)
         return WeightedSet(C.reshape(n_cells, d), w, owner)
 
     @staticmethod

@@ -14,8 +14,9 @@ import pickle
 import pytest
 
 from dpstream import rules
-from dpstream.choices import (Contribution, EpochSchedule, FlushSchedule, Objective, Relation, RingCenters,
-                              Semicoreset)
+from dpstream import choices
+from dpstream.choices import (Contribution, EpochSchedule, FlushSchedule, Objective, Relation, ReleaseDecayRule,
+                              RingCenters, RootTail, Semicoreset)
 from dpstream.param_groups import Derived
 from dpstream.params import GROUPS, PARAMETERS, EngineConfig
 
@@ -30,11 +31,16 @@ UNIT = dict(n_clusters=2, dim=2, radius=10.0, epsilon=4, horizon_ticks=16, runs=
             privacy_split=(0.2, 0.1, 0.6, 0.1), flush_schedule="dyadic", epoch_schedule="doubling",
             ring_centers="bicriteria", max_contributions=3, max_contributions_per_tick=2, privacy_unit="user")
 
-# to_dict() of the flat dataclass EngineConfig was before its groups, for the three configurations above:
+# to_dict() of the flat dataclass EngineConfig was before its groups, for the three configurations above
+# (with the parameters added since at the end):
 # keys, key order, values and their types (1 stays int, a 3-weight split becomes 4 floats, rule-filled
 # bicriteria / tree_depth / first_epoch_blocks / count_share appear as their values, n_buckets /
 # coreset_size / block_size as given, the unit's fields only with a unit)
 _REST = {"n_trees": 1, "grid_levels": 6, "n_reps": 1}
+# the parameters added after the flat dataclass come last, at their defaults (n_init's default became 10
+# with them)
+_LATER = {"flush_growth": 0.5, "flush_min_blocks": 0.5, "root_tail": "block", "release_decay_rule": "age",
+          "release_cover_factor": 3.0}
 EXPECTED = {
     "default": {
         "n_clusters": 3, "dim": 2, "radius": 1.0, "epsilon": 1.0, "delta": 1e-06, "horizon_ticks": 1024, "runs": 1,
@@ -44,7 +50,7 @@ EXPECTED = {
         "block_leaves": 2.0, "epoch_blocks": 0.25, "first_epoch_blocks": 0.25, "ring_center_factor": 1.0,
         "epoch_schedule": "horizon", "flush_schedule": "first", "coreset_size": None, "release_epoch_decay": 0.5,
         "tree_depth": 6, "tree_keep_factor": 3.0, "tree_branch_factor": 2.0, "lloyd_iters": 3, "count_share": 0.5,
-        "weight_beta": 0.5, "privacy_split": [0.1, 0.05, 0.83, 0.02], "n_init": 3, "sum_grid_bits": 20},
+        "weight_beta": 0.5, "privacy_split": [0.1, 0.05, 0.83, 0.02], "n_init": 10, "sum_grid_bits": 20, **_LATER},
     "snap": {
         "n_clusters": 4, "dim": 20, "radius": 5.0, "epsilon": 2.0, "delta": 0.0, "horizon_ticks": 64, "runs": None,
         "window_runs": 0, "neighbouring": "add_remove", "objective": "kmedian", "semicoreset": "snap",
@@ -54,7 +60,7 @@ EXPECTED = {
         "ring_center_factor": 1.0, "epoch_schedule": "horizon", "flush_schedule": "first", "coreset_size": 100,
         "release_epoch_decay": 0.5, "tree_depth": 6, "tree_keep_factor": 3.0, "tree_branch_factor": 2.0,
         "lloyd_iters": 3, "count_share": 1.0, "weight_beta": 0.5, "privacy_split": [0.2, 0.1, 0.7, 0.0],
-        "n_init": 3, "sum_grid_bits": 20},
+        "n_init": 10, "sum_grid_bits": 20, **_LATER},
     "unit": {
         "n_clusters": 2, "dim": 2, "radius": 10.0, "epsilon": 4.0, "delta": 1e-06, "horizon_ticks": 16, "runs": 3,
         "window_runs": 1, "neighbouring": "replace_one", "objective": "kmeans", "semicoreset": "lloyd",
@@ -64,8 +70,8 @@ EXPECTED = {
         "ring_center_factor": 1.0, "epoch_schedule": "doubling", "flush_schedule": "dyadic", "coreset_size": None,
         "release_epoch_decay": 0.5, "tree_depth": 8, "tree_keep_factor": 3.0, "tree_branch_factor": 2.0,
         "lloyd_iters": 3, "count_share": 0.5, "weight_beta": 0.5, "privacy_split": [0.2, 0.1, 0.6, 0.1],
-        "n_init": 3, "sum_grid_bits": 20, "max_contributions": 3, "max_contributions_per_tick": 2,
-        "contribution": "records", "privacy_unit": "user"},
+        "n_init": 10, "sum_grid_bits": 20, "max_contributions": 3, "max_contributions_per_tick": 2,
+        "contribution": "records", "privacy_unit": "user", **_LATER},
 }
 
 
@@ -94,7 +100,14 @@ def test_every_group_is_frozen_and_documents_every_attribute():
 
 CHOICES = [("neighbouring", Relation, {}), ("objective", Objective, {}), ("semicoreset", Semicoreset, {}),
            ("epoch_schedule", EpochSchedule, {}), ("flush_schedule", FlushSchedule, {}),
-           ("ring_centers", RingCenters, {}), ("contribution", Contribution, {"max_contributions": 2})]
+           ("ring_centers", RingCenters, {}), ("contribution", Contribution, {"max_contributions": 2}),
+           ("root_tail", RootTail, {}), ("release_decay_rule", ReleaseDecayRule, {})]
+
+
+def test_every_choice_of_the_choices_module_is_round_tripped_below():
+    declared = {c for c in vars(choices).values()
+                if isinstance(c, type) and issubclass(c, choices.enum.StrEnum) and c.__members__}
+    assert declared == {c for _, c, _ in CHOICES}
 
 
 @pytest.mark.parametrize("param, choice, extra", CHOICES, ids=[c[0] for c in CHOICES])

@@ -1,0 +1,93 @@
+"""The first releases of a stream under ``partial_fit``'s default horizon (T = 1,024), quickly.
+
+``run_benchmark.py`` runs dpstream with the data set's exact horizon (its ``dpstream`` method) and checks
+the targets on it; a user who does not know the stream's length gets the default horizon
+(``dpstream_default_horizon``). This script runs ``DPStreamClusterer`` exactly as that method does —
+``partial_fit`` one tick at a time, no ``horizon_ticks`` unless ``--exact`` — with any advanced
+parameters given as ``name=value`` (JSON values), and prints per seed the final cost ratio (against
+``KMeans(n_init=10)`` on all points), the worst prefix ratio at the checkpoints ≥ 10% (against
+``KMeans(n_init=3)`` on each prefix, as ``metrics/checkpoints.py``) and the epoch changes; then the
+medians. About a second per seed on blobs_1e4/1e5.
+
+    .venv/bin/python benchmarks/first_releases.py blobs_1e4 --eps 1 --seeds 5
+    .venv/bin/python benchmarks/first_releases.py blobs_1e5 --eps 0.5 --seeds 5 flush_schedule='"count"'
+    .venv/bin/python benchmarks/first_releases.py gmm100 --no-prefix --seeds 3 root_tail='"horizon"' n_init=3
+
+``--no-prefix`` skips the prefix references (slow at high d). References are cached under
+``--cache`` (default /tmp/dpstream-first-releases).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import warnings
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from dpbench.datasets.registry import load  # noqa: E402
+from dpbench.metrics.checkpoints import checkpoint_ticks, prefix_sizes  # noqa: E402
+from dpbench.metrics.cost import kmeans_cost  # noqa: E402
+
+
+def references(ds, prefixes: bool, cache: str) -> dict:
+    from sklearn.cluster import KMeans
+
+    os.makedirs(cache, exist_ok=True)
+    path = os.path.join(cache, f"{ds.name}{'' if prefixes else '-final'}.json")
+    if os.path.exists(path):
+        return json.load(open(path))
+    X = ds.X
+    ticks = [t for t in checkpoint_ticks(ds.T) if t < ds.T] if prefixes else []
+    ref = {"full": kmeans_cost(X, KMeans(ds.k, n_init=10, random_state=0).fit(X).cluster_centers_), "ticks": ticks,
+           "prefix": [kmeans_cost(X[:m], KMeans(min(ds.k, m), n_init=3, random_state=0).fit(X[:m]).cluster_centers_)
+                      for m in prefix_sizes(ds.n, ds.tick, ticks)]}
+    json.dump(ref, open(path, "w"))
+    return ref
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("dataset")
+    ap.add_argument("--eps", type=float, default=1.0)
+    ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--exact", action="store_true", help="horizon_ticks = the stream's length")
+    ap.add_argument("--no-prefix", action="store_true")
+    ap.add_argument("--cache", default="/tmp/dpstream-first-releases")
+    ap.add_argument("params", nargs="*", help="advanced parameters, name=JSON value")
+    a = ap.parse_intermixed_args(argv)
+    warnings.filterwarnings("ignore")
+    from dpstream import DPStreamClusterer
+
+    kw = {}
+    for p in a.params:
+        k, v = p.split("=", 1)
+        kw[k] = json.loads(v)
+    ds = load(a.dataset)
+    ref = references(ds, not a.no_prefix, a.cache)
+    want = {t for t in ref["ticks"] if t >= 0.1 * ds.T - 1e-9}
+    finals, worst = [], []
+    for s in range(a.seeds):
+        m = DPStreamClusterer(ds.k, epsilon=a.eps, delta=1e-6, radius=ds.radius, center=ds.center, random_state=s,
+                              tick_size=ds.tick, **({"horizon_ticks": ds.T} if a.exact else {}), **kw)
+        ck, epochs = {}, []
+        for t in range(1, ds.T + 1):
+            m.partial_fit(ds.X[(t - 1) * ds.tick:t * ds.tick])
+            epochs.append(m.release_.epoch)
+            if t in want:
+                ck[t] = kmeans_cost(ds.X[:min(ds.n, t * ds.tick)], m.cluster_centers_)
+        finals.append(kmeans_cost(ds.X, m.cluster_centers_) / ref["full"])
+        ratios = {t: ck[t] / p for t, p in zip(ref["ticks"], ref["prefix"]) if t in ck}
+        worst.append(max(ratios.values()) if ratios else float("nan"))
+        changes = [t + 1 for t in range(1, len(epochs)) if epochs[t] != epochs[t - 1]]
+        print(f"seed {s}: final {finals[-1]:.3f}  worst prefix {worst[-1]:.3f}  "
+              f"prefix {' '.join(f'{t}:{r:.2f}' for t, r in ratios.items())}  epoch changes {changes}", flush=True)
+    print(f"{a.dataset} ε={a.eps:g} {'exact' if a.exact else 'default'} horizon {kw}: final median "
+          f"{np.median(finals):.3f}, worst prefix (≥ 10%) median {np.median(worst):.3f}, {a.seeds} seeds")
+
+
+if __name__ == "__main__":
+    main()
