@@ -125,6 +125,10 @@ Unit of privacy (:mod:`dpstream.contributions`): max_contributions (L; None = on
     # rings / merge-reduce
     n_rings: int = 12
     ring_ratio: float = 2.0
+    # relative width of the band just past each ring's outer radius that still belongs to the ring: data on
+    # a sphere around a center (unit-norm embeddings, points clipped to the ball) sits on a boundary, and
+    # float rounding alone would split it between two rings (dpstream.rings.ring_of); 0 = exact boundaries
+    ring_tolerance: float = 0.0
     block_size: Optional[int] = None
     block_leaves: float = 2.0
     epoch_blocks: float = 0.25
@@ -224,6 +228,10 @@ Unit of privacy (:mod:`dpstream.contributions`): max_contributions (L; None = on
             if getattr(self, name) is None:
                 continue
             _check(getattr(self, name) <= cap, f"{name} must be <= {cap}, got {getattr(self, name)!r}")
+        _check(_is_num(self.ring_tolerance) and 0 <= self.ring_tolerance <= 1e-3,
+               f"ring_tolerance must be a number in [0, 1e-3] (a relative band past each ring's radius), got "
+               f"{self.ring_tolerance!r}")
+        object.__setattr__(self, "ring_tolerance", float(self.ring_tolerance))
         _check(self.grid_levels <= 30, "grid_levels must be <= 30")
         _check(self.n_rings <= 60, "n_rings must be <= 60")
         _check(self.tree_depth <= 30, "tree_depth must be <= 30")
@@ -373,4 +381,6 @@ Unit of privacy (:mod:`dpstream.contributions`): max_contributions (L; None = on
         if self.max_contributions is None:  # record level: the same dict (and config hash) as before units
             for name in UNIT_FIELDS:
                 d.pop(name)
+        if not self.ring_tolerance:  # exact ring boundaries: the same dict (and config hash) as before the field
+            d.pop("ring_tolerance")
         return d
