@@ -33,7 +33,7 @@ def _first_epoch_rings(cfg, x):
 
 def test_unit_vectors_fall_in_two_rings_by_rounding_and_in_one_with_a_tolerance():
     x = _unit_vectors(4000, 64)
-    exact = EngineConfig(n_clusters=5, dim=64, radius=1.0, epsilon=1.0)
+    exact = EngineConfig(n_clusters=5, dim=64, radius=1.0, epsilon=1.0, ring_tolerance=0.0)
     ring = _first_epoch_rings(exact, x)
     top = exact.n_rings - 1
     # rounding decides: both the ring of radius Λ and the outermost ring (radius 2Λ) hold a share
@@ -48,13 +48,13 @@ def test_unit_vectors_fall_in_two_rings_by_rounding_and_in_one_with_a_tolerance(
 def test_clipped_points_share_one_ring_with_a_tolerance():
     rng = np.random.default_rng(1)
     x = rng.normal(scale=50.0, size=(3000, 8))  # nearly all far outside the ball of radius 3
-    cfg = EngineConfig(n_clusters=3, dim=8, radius=3.0, epsilon=1.0, ring_tolerance=1e-6)
+    cfg = EngineConfig(n_clusters=3, dim=8, radius=3.0, epsilon=1.0)  # the default tolerance
     ring = _first_epoch_rings(cfg, x)
     assert (ring == cfg.n_rings - 2).all()
 
 
 def test_zero_tolerance_is_the_exact_boundary_rule_bit_for_bit():
-    """Without the option the assignment (and so every release) is the one of exact boundaries."""
+    """ring_tolerance=0 is the rule of exact boundaries, bit for bit."""
     rng = np.random.default_rng(2)
     base = 2.0 / 2 ** 11
     radii = base * 2.0 ** np.arange(12)
@@ -64,8 +64,9 @@ def test_zero_tolerance_is_the_exact_boundary_rule_bit_for_bit():
     np.testing.assert_array_equal(ring_of(dist, base, 12, 2.0), want)
     np.testing.assert_array_equal(ring_of(dist, base, 12, 2.0, 0.0), want)
     cfg = EngineConfig(n_clusters=2, dim=2, radius=1.0, epsilon=1.0)
-    assert "ring_tolerance" not in cfg.to_dict()  # the config (and its hash) as before the field
-    assert cfg.with_(ring_tolerance=1e-6).to_dict()["ring_tolerance"] == 1e-6
+    assert cfg.ring_tolerance == 1e-6  # the default
+    assert "ring_tolerance" not in cfg.to_dict()  # the default config (and its hash) as before the field
+    assert cfg.with_(ring_tolerance=0.0).to_dict()["ring_tolerance"] == 0.0
 
 
 def test_a_point_within_the_band_is_in_the_inner_ring_and_clipped_into_its_ball():
@@ -91,7 +92,7 @@ def test_bad_tolerances_are_refused(bad):
 
 def test_engine_puts_a_unit_norm_stream_in_one_ring_per_tick():
     d = 16
-    cfg = EngineConfig(n_clusters=3, dim=d, radius=1.0, epsilon=1.0, horizon_ticks=4, ring_tolerance=1e-6)
+    cfg = EngineConfig(n_clusters=3, dim=d, radius=1.0, epsilon=1.0, horizon_ticks=4)
     eng = Engine(cfg, SEED)
     for t in range(4):
         rel = eng.step(_unit_vectors(500, d, seed=10 + t))

@@ -494,12 +494,9 @@ def test_batch_job_with_the_dyadic_flush_ticks_releases_what_the_engine_releases
     assert got[15]["epoch"] == 0  # ticks 4 and 16 flushed without an epoch change
 
 
-def test_batch_job_with_ring_tolerance_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
-    """ring_tolerance (unit-norm points: every one on the first epoch's ring boundary): the job's
-    AssignRings puts each point in the ring the engine does, so the releases are the engine's."""
-    import pipelines.job.arguments as arguments
-    orig = arguments.make_config
-    monkeypatch.setattr(arguments, "make_config", lambda **kw: orig(**kw).with_(ring_tolerance=1e-6))
+def test_batch_job_with_ring_tolerance_releases_what_the_engine_releases(tmp_path, seed_file):
+    """The default ring_tolerance (unit-norm points: every one on the first epoch's ring boundary): the
+    job's AssignRings puts each point in the ring the engine does, so the releases are the engine's."""
     rng = np.random.default_rng(4)
     X = rng.normal(size=(1200, 3)) + np.array([3.0, 0.0, 0.0]) * rng.integers(0, 2, (1200, 1))
     X /= np.linalg.norm(X, axis=1, keepdims=True)
