@@ -360,7 +360,7 @@ Unit of privacy (:mod:`dpstream.contributions`): max_contributions (L; None = on
 
     @property
     def ring_base(self) -> float:
-        """r_0: ring i (i >= 1) holds distances in [r_0 2^(i-1), r_0 2^i)."""
+        """r_0: ring i (i >= 1) holds distances in [r_0 2^(i-1), r_0 2^i), each end times (1 + ring_tolerance)."""
         return 2.0 * self.radius / self.ring_ratio ** (self.n_rings - 1)
 
     def ring_radius(self, i) -> np.ndarray:

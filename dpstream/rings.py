@@ -1,8 +1,9 @@
 """Rings centred at a set (Def. 4) and the ring/part assignment of a tick.
 
-R_0(F) = {x : dist(x, F) < r_0},  R_i(F) = {x : r_0 2^(i-1) ≤ dist(x, F) < r_0 2^i},
-i = 1..I, with r_I = 2Λ so every clipped point has a ring.  A point's part is
-(ring i, nearest center f); black box A runs on each part in the ball (f, r_i).
+R_0(F) = {x : dist(x, F) < r_0'},  R_i(F) = {x : r_(i-1)' ≤ dist(x, F) < r_i'} with r_i' = r_0 2^i (1 + τ),
+i = 1..I, τ the public ``ring_tolerance``, with r_I = 2Λ so every clipped point has a ring.  A point's part
+is (ring i, nearest center f); black box A runs on each part in the ball (f, r_i = r_0 2^i), into which its
+normalisation clips the points of the band [r_i, r_i').
 
 Privacy (P8): the partition at tick t must be a function of the
 *released* center set of the epoch (adopted from F of an earlier tick) and of
