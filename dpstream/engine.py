@@ -126,7 +126,8 @@ class Engine:
         self.n_clipped += nclip
         self.n_points += x.shape[0]
         t = self.t + 1
-        ring, f = assign_parts(x, self.mr.centers, cfg.ring_base, cfg.n_rings, cfg.ring_ratio)
+        ring, f = assign_parts(x, self.mr.centers, cfg.ring_base, cfg.n_rings, cfg.ring_ratio,
+                                cfg.ring_tolerance)
         self.last_ring = ring
         if self.external_bicriteria:
             count_est = self.bic.update(bicriteria_update)

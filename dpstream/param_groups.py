@@ -130,6 +130,12 @@ class MergeReduce:
       n_rings: I+1 rings around each center; ring i ≥ 1 holds distances [r_0·ρ^(i-1), r_0·ρ^i),
         r_0 = 2Λ/ρ^I.
       ring_ratio: ρ, the ratio of consecutive ring radii.
+      ring_tolerance: τ, the relative width of a band just past each ring's outer radius that still belongs
+        to the ring, in [0, 1e-3]: data on a sphere around a center (unit-norm embeddings, points clipped to
+        the ball) sits on a boundary, and float rounding alone would split it between two rings
+        (:func:`dpstream.rings.ring_of`); 0 = exact boundaries. The default 1e-6 was measured on unit-norm
+        embeddings (d = 784: 1.14 → 1.09 of the optimum with the exact horizon); data with no point on a
+        boundary gives the same releases bit for bit.
       ring_centers: the centers the rings are drawn around (:class:`~dpstream.choices.RingCenters`).
       ring_center_factor: a new epoch's rings are drawn around a (factor·k)-means of the release's
         coreset (1: around its k centers).
@@ -157,6 +163,7 @@ class MergeReduce:
     """
     n_rings: int = 12
     ring_ratio: float = 2.0
+    ring_tolerance: float = 1e-6
     ring_centers: RingCenters = RingCenters.BICRITERIA_AND_RELEASED
     ring_center_factor: float = 1.0
     block_size: Optional[int] = None

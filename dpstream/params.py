@@ -42,7 +42,7 @@ PARAMETERS = (
     "tree_branch_factor", "lloyd_iters", "count_share", "weight_beta", "privacy_split", "n_init",
     "sum_grid_bits", "max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit",
     # added later, so they come last: the earlier keys keep their order
-    "flush_growth", "flush_min_blocks", "root_tail", "release_decay_rule", "release_cover_factor")
+    "flush_growth", "flush_min_blocks", "root_tail", "release_decay_rule", "release_cover_factor", "ring_tolerance")
 UNIT_FIELDS = ("max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit")
 _NAMES = {name: tuple(f.name for f in fields(cls)) for name, cls in GROUPS}
 _GROUP_OF = {field: name for name, names in _NAMES.items() for field in names}
@@ -188,7 +188,7 @@ class EngineConfig:
 
     @property
     def ring_base(self) -> float:
-        """r_0: ring i (i >= 1) holds distances in [r_0 2^(i-1), r_0 2^i)."""
+        """r_0: ring i (i >= 1) holds distances in [r_0 2^(i-1), r_0 2^i), each end times (1 + ring_tolerance)."""
         return 2.0 * self.radius / self.ring_ratio ** (self.n_rings - 1)
 
     def ring_radius(self, i) -> np.ndarray:
@@ -288,6 +288,10 @@ def _check_and_normalise(v: dict) -> None:
                       ("block_size", 2**31), ("n_clusters", 10**6), ("dim", 10**6)):
         if v[name] is not None:
             _check(v[name] <= cap, f"{name} must be <= {cap}, got {v[name]!r}")
+    _check(_is_num(v["ring_tolerance"]) and 0 <= v["ring_tolerance"] <= 1e-3,
+           f"ring_tolerance must be a number in [0, 1e-3] (a relative band past each ring's radius), got "
+           f"{v['ring_tolerance']!r}")
+    v["ring_tolerance"] = float(v["ring_tolerance"])
     _check(v["grid_levels"] <= 30, "grid_levels must be <= 30")
     _check(v["n_rings"] <= 60, "n_rings must be <= 60")
     _check(v["tree_depth"] is None or v["tree_depth"] <= 30, "tree_depth must be <= 30")

@@ -1,8 +1,9 @@
 """Rings centred at a set (Def. 4) and the ring/part assignment of a tick.
 
-R_0(F) = {x : dist(x, F) < r_0},  R_i(F) = {x : r_0 2^(i-1) ≤ dist(x, F) < r_0 2^i},
-i = 1..I, with r_I = 2Λ so every clipped point has a ring.  A point's part is
-(ring i, nearest center f); black box A runs on each part in the ball (f, r_i).
+R_0(F) = {x : dist(x, F) < r_0'},  R_i(F) = {x : r_(i-1)' ≤ dist(x, F) < r_i'} with r_i' = r_0 2^i (1 + τ),
+i = 1..I, τ the public ``ring_tolerance``, with r_I = 2Λ so every clipped point has a ring.  A point's part
+is (ring i, nearest center f); black box A runs on each part in the ball (f, r_i = r_0 2^i), into which its
+normalisation clips the points of the band [r_i, r_i').
 
 Privacy (P8): the partition at tick t must be a function of the
 *released* center set of the epoch (adopted from F of an earlier tick) and of
@@ -35,17 +36,29 @@ def nearest_center(x: np.ndarray, centers: np.ndarray):
     return idx, dist
 
 
-def ring_of(dist: np.ndarray, ring_base: float, n_rings: int, ratio: float = 2.0) -> np.ndarray:
-    """Ring index: 0 below r_0, else ⌊log2(dist / r_0)⌋ + 1, capped at I = n_rings − 1."""
+def ring_of(dist: np.ndarray, ring_base: float, n_rings: int, ratio: float = 2.0,
+            tolerance: float = 0.0) -> np.ndarray:
+    """Ring index: 0 below r_0, else ⌊log2(dist / r_0)⌋ + 1, capped at I = n_rings − 1.
+
+    ``tolerance`` τ (public) moves each boundary out to r_i·(1 + τ): a distance within float rounding
+    of r_i stays in ring i. Points on a sphere around a center — unit-norm embeddings around the
+    origin, every clipped point around the ball's center — otherwise fall on either side of r_i by
+    their last bit, and one cluster is cut into two parts, the outer one in a ball twice as wide
+    (twice the noise in data units). A point of ring i is then at most r_i·(1 + τ) from its center:
+    A's normalisation clips it to the ball (P10), so every sensitivity holds."""
+    scaled = np.maximum(dist, 1e-300) / ring_base
+    if tolerance:
+        scaled = scaled / (1.0 + tolerance)
     with np.errstate(divide="ignore"):
-        i = np.floor(np.log2(np.maximum(dist, 1e-300) / ring_base) / np.log2(ratio)).astype(np.int64) + 1
+        i = np.floor(np.log2(scaled) / np.log2(ratio)).astype(np.int64) + 1
     return np.clip(i, 0, n_rings - 1)
 
 
-def assign_parts(x: np.ndarray, centers: np.ndarray, ring_base: float, n_rings: int, ratio: float = 2.0):
+def assign_parts(x: np.ndarray, centers: np.ndarray, ring_base: float, n_rings: int, ratio: float = 2.0,
+                 tolerance: float = 0.0):
     """(ring, nearest-center) of every point."""
     f, dist = nearest_center(x, centers)
-    return ring_of(dist, ring_base, n_rings, ratio), f
+    return ring_of(dist, ring_base, n_rings, ratio, tolerance), f
 
 
 CLIP_COUNT_TOLERANCE = 1e-6

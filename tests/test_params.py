@@ -40,7 +40,7 @@ _REST = {"n_trees": 1, "grid_levels": 6, "n_reps": 1}
 # the parameters added after the flat dataclass come last, at their defaults (n_init's default became 10
 # with them)
 _LATER = {"flush_growth": 0.5, "flush_min_blocks": 0.5, "root_tail": "block", "release_decay_rule": "age",
-          "release_cover_factor": 3.0}
+          "release_cover_factor": 3.0, "ring_tolerance": 1e-6}
 EXPECTED = {
     "default": {
         "n_clusters": 3, "dim": 2, "radius": 1.0, "epsilon": 1.0, "delta": 1e-06, "horizon_ticks": 1024, "runs": 1,

@@ -264,6 +264,8 @@ CASES = [
     # the defaults: no bicriteria, the stream counter, rings around the released centers
     (dict(bicriteria=False, privacy_split=EngineConfig.privacy_split), (-7.0, -6.5)),
     (dict(bicriteria=False, privacy_split=EngineConfig.privacy_split, semicoreset="lloyd", delta=0.0), (3.1, 2.9)),
+    # exact ring boundaries (no tolerance): a clipped tracer sits on the ball's sphere, a boundary
+    (dict(bicriteria=False, privacy_split=EngineConfig.privacy_split, ring_tolerance=0.0), (250.0, -40.0)),
 ]
 
 

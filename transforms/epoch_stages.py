@@ -114,7 +114,7 @@ class _AssignRingsFn(_EpochStageFn):
         X = np.concatenate(st.x) if len(st.x) > 1 else st.x[0]
         tix = np.repeat(np.arange(len(pending)), [tp.n for tp in pending])
         if len(X):
-            ring, f = assign_parts(X, C, cfg.ring_base, cfg.n_rings, cfg.ring_ratio)
+            ring, f = assign_parts(X, C, cfg.ring_base, cfg.n_rings, cfg.ring_ratio, cfg.ring_tolerance)
             order = np.argsort(ring, kind="stable")
             bounds = np.searchsorted(ring[order], np.arange(I + 1))
         else:

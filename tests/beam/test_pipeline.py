@@ -520,3 +520,22 @@ def test_batch_job_with_the_count_flushes_and_block_root_tail_releases_what_the_
     # the count flushes happened: the releases' coreset changed at ticks other than the first
     changed = [r["tick"] for a, r in zip(got, got[1:]) if r["coreset_weights"] != a["coreset_weights"]]
     assert len(changed) >= 2
+
+
+def test_batch_job_with_ring_tolerance_releases_what_the_engine_releases(tmp_path, seed_file):
+    """The default ring_tolerance (unit-norm points: every one on the first epoch's ring boundary): the
+    job's AssignRings puts each point in the ring the engine does, so the releases are the engine's."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(1200, 3)) + np.array([3.0, 0.0, 0.0]) * rng.integers(0, 2, (1200, 1))
+    X /= np.linalg.norm(X, axis=1, keepdims=True)
+    np.save(tmp_path / "a.npy", X)
+    out = tmp_path / "out"
+    argv = [f"--input={tmp_path}/a.npy", f"--output={out}", "--dim=3", "--radius=1", "--k=2",
+            "--tick_size=200", "--horizon_ticks=7", f"--seed_file={seed_file}", "--epsilon=1"]
+    _run_batch(argv)
+    got = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
+    job, _ = job_mod.parse_args(argv)
+    assert job_mod.engine_config(job).ring_tolerance == 1e-6
+    want = _engine_releases(job, seed_file, {t + 1: X[t * 200:(t + 1) * 200] for t in range(6)})
+    assert [r["tick"] for r in got] == list(range(1, 8))
+    assert got == want

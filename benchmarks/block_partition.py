@@ -1,0 +1,181 @@
+#!/usr/bin/env python
+"""One block through black box A, against what A's budget allows: where the cost of a short stream goes.
+
+    .venv/bin/python benchmarks/block_partition.py emb784_1e4 --seeds 5
+    .venv/bin/python benchmarks/block_partition.py digits --variants mean,tree,oracle,oracle:0.95
+
+The whole data set is one block of the first epoch: one part, the public ball (center, Λ), A's budget at
+ε = 1, δ = 1e-6 from the engine's own plan (replace-one). k centers are fitted to each variant's weighted
+output (scikit-learn KMeans, n_init = 3) and their cost on all points is divided by KMeans' own (n_init = 3).
+The variants:
+
+* ``mean``: one center at the data's mean (exact; the floor any release must beat).
+* ``tree``: the engine's A (``TreeSemicoreset``, the defaults) on the block.
+* ``oracle[:f]``: the *non-private* k-means clusters as the partition and one noisy d-dimensional sum per
+  cluster with a share f (0.7 by default) of A's budget, the counts with the rest: what a perfect partition
+  leaves after the noise on the sums. Not DP (the partition reads the data): a floor, not a method.
+* ``cells[:key=value,...]``: a prototype of a partition that follows the data — a public Gaussian projection
+  to p dimensions (points clipped to the unit ball there), a noisy-count tree of D1 random hyperplanes in
+  that space with noisy p-dimensional leaf sums, a weighted k-means of the leaf means (post-processing),
+  ``lloyd`` noisy Lloyd steps in the projection, then one noisy count and one noisy d-dimensional sum per
+  Voronoi cell of the raw block. ``f = (tree counts, leaf sums, cell counts, cell sums)`` and ``fl`` (per
+  Lloyd step) are the shares of A's budget (they should sum to ≤ 1). Float Gaussian noise and a simplified
+  tree walk: a measurement of the idea, not an implementation to release with.
+"""
+import argparse
+import math
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from dpbench.common import limit_threads  # noqa: E402
+
+limit_threads()
+
+import numpy as np  # noqa: E402
+
+
+def cost(X, C):
+    d2 = (X ** 2).sum(1)[:, None] - 2.0 * X @ C.T + (C ** 2).sum(1)[None]
+    return float(np.maximum(d2.min(1), 0).sum())
+
+
+def weighted_kmeans(P, w, k, seed):
+    from sklearn.cluster import KMeans
+
+    keep = w > 0
+    P, w = P[keep], w[keep]
+    if len(P) <= k:
+        return P
+    return KMeans(k, n_init=3, random_state=seed).fit(P, sample_weight=w).cluster_centers_
+
+
+class Block:
+    def __init__(self, name):
+        from dpbench.datasets import load
+        from dpstream.params import EngineConfig
+        from dpstream.run_setup import RunSetup
+        from sklearn.cluster import KMeans
+
+        ds = load(name)
+        self.X, self.k, self.c, self.R = ds.X, ds.k, ds.center, ds.radius
+        self.n, self.d = self.X.shape
+        km = KMeans(self.k, n_init=3, random_state=0).fit(self.X)
+        self.labels, self.ref = km.labels_, cost(self.X, km.cluster_centers_)
+        self.cfg = EngineConfig(self.k, self.d, self.R, 1.0, horizon_ticks=ds.T, center=tuple(self.c))
+        self.setup = RunSetup(self.cfg, b"block-partition-benchmark-seed-0")
+        plan = self.setup.plan
+        # A's budget as Σ (Δ/σ)² over its Gaussian components: the sum line (Δ = 2, replace-one) holds the
+        # share 1 − count_share of it
+        self.inv = (2.0 / plan.a_sum_scale) ** 2 / (1 - self.cfg.count_share)
+        Y = (self.X - self.c) / self.R
+        self.Y = Y / np.maximum(np.linalg.norm(Y, axis=1), 1.0)[:, None]
+
+    def ratio(self, C):
+        return cost(self.X, C) / self.ref
+
+    def sigma(self, sens, share):
+        return sens / math.sqrt(share * self.inv)
+
+    def tree(self, seed):
+        out = self.setup.A(self.X, np.zeros(self.n, dtype=np.int64), self.c[None], np.array([self.R]),
+                           ("block", seed))
+        return weighted_kmeans(out.points, out.weights, self.k, seed), len(out.weights)
+
+    def oracle(self, seed, share=0.7):
+        rng = np.random.default_rng(seed)
+        k, d = self.k, self.d
+        cnt = np.bincount(self.labels, minlength=k) + rng.normal(size=k) * self.sigma(math.sqrt(2), 1 - share)
+        S = np.zeros((k, d))
+        np.add.at(S, self.labels, self.Y)
+        S += rng.normal(size=(k, d)) * self.sigma(2.0, share)
+        return self.c + self.R * S / np.maximum(cnt, 1)[:, None], k
+
+    def cells(self, seed, p=32, D1=9, f=(0.1, 0.1, 0.1, 0.4), lloyd=4, fl=0.075, keep_mult=3.0):
+        rng = np.random.default_rng(seed + 1000)
+        n, d, k, Y = self.n, self.d, self.k, self.Y
+        Z = Y @ (rng.normal(size=(p, d)) / math.sqrt(p)).T
+        Z /= np.maximum(np.linalg.norm(Z, axis=1), 1.0)[:, None]
+        f_cnt, f_leaf, f_cell_cnt, f_cell_sum = f
+        sig_c, sig_z = self.sigma(math.sqrt(2 * (D1 + 1)), f_cnt), self.sigma(2.0, f_leaf)
+        theta_k = max(sig_c * math.sqrt(2 * math.log(2 * 64 / 0.5)), keep_mult * math.sqrt(p) * sig_z)
+        bits = (Z @ rng.normal(size=(D1, p)).T >= 0).astype(np.int64)
+        code = (bits << np.arange(D1 - 1, -1, -1)).sum(1)
+        leaves, frontier = [], [(0, 0, n + rng.normal() * sig_c)]
+        while frontier:
+            nxt = []
+            for lv, pre, nc in frontier:
+                if lv == 0 and nc < theta_k:
+                    continue
+                kids = []
+                if nc >= 2 * theta_k and lv < D1:
+                    for b in (0, 1):
+                        m = (code >> (D1 - lv - 1)) == 2 * pre + b
+                        q = m.sum() + rng.normal() * sig_c
+                        if q >= theta_k:
+                            kids.append((lv + 1, 2 * pre + b, q))
+                if kids:
+                    nxt += kids
+                else:
+                    leaves.append((lv, pre, nc))
+            frontier = nxt
+        Lz, Lw = [], []
+        for lv, pre, nc in leaves:
+            m = (code >> (D1 - lv)) == pre if lv else np.ones(n, bool)
+            Lz.append((Z[m].sum(0) + rng.normal(size=p) * sig_z) / max(nc, 1))
+            Lw.append(nc)
+        if not Lz:
+            return self.c[None], 0
+        Cz = weighted_kmeans(np.array(Lz), np.array(Lw), k, seed)
+        sig_lc, sig_lz = self.sigma(math.sqrt(2), fl), self.sigma(2.0, fl)
+        for _ in range(lloyd):
+            lab = ((Z ** 2).sum(1)[:, None] - 2 * Z @ Cz.T + (Cz ** 2).sum(1)[None]).argmin(1)
+            cn = np.bincount(lab, minlength=len(Cz)) + rng.normal(size=len(Cz)) * sig_lc
+            Sz = np.zeros_like(Cz)
+            np.add.at(Sz, lab, Z)
+            Sz += rng.normal(size=Sz.shape) * sig_lz
+            Cz = np.where((cn > 3 * sig_lc)[:, None], Sz / np.maximum(cn, 1)[:, None], Cz)
+        lab = ((Z ** 2).sum(1)[:, None] - 2 * Z @ Cz.T + (Cz ** 2).sum(1)[None]).argmin(1)
+        kk = len(Cz)
+        sig_cc = self.sigma(math.sqrt(2), f_cell_cnt)
+        cnt = np.bincount(lab, minlength=kk) + rng.normal(size=kk) * sig_cc
+        S = np.zeros((kk, d))
+        np.add.at(S, lab, Y)
+        S += rng.normal(size=(kk, d)) * self.sigma(2.0, f_cell_sum)
+        keep = cnt >= sig_cc * math.sqrt(2 * math.log(2 * kk * 1024 / 0.5))
+        M = S[keep] / cnt[keep][:, None]
+        M /= np.maximum(np.linalg.norm(M, axis=1), 1.0)[:, None]
+        return weighted_kmeans(self.c + self.R * M, cnt[keep], k, seed), len(leaves)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("dataset")
+    ap.add_argument("--variants", default="mean|tree|oracle|oracle:0.95|cells",
+                    help="'|'-separated; cells takes key=value arguments after a colon")
+    ap.add_argument("--seeds", type=int, default=3)
+    a = ap.parse_args(argv)
+    b = Block(a.dataset)
+    print(f"{a.dataset}: n = {b.n}, d = {b.d}, k = {b.k}, ball radius {b.R:g}; ratios to KMeans (n_init = 3)")
+    for v in a.variants.split("|"):
+        name, _, args = v.partition(":")
+        ratios, sizes = [], []
+        for s in range(a.seeds):
+            if name == "mean":
+                C, m = b.X.mean(0)[None], 1
+            elif name == "tree":
+                C, m = b.tree(s)
+            elif name == "oracle":
+                C, m = b.oracle(s, float(args) if args else 0.7)
+            elif name == "cells":
+                C, m = b.cells(s, **eval(f"dict({args})", {}))  # a measurement tool's own command line
+            else:
+                raise SystemExit(f"unknown variant {name!r}")
+            ratios.append(b.ratio(C))
+            sizes.append(m)
+        print(f"{v:60s} median {np.median(ratios):.3f}  [{' '.join(f'{r:.3f}' for r in ratios)}]  "
+              f"output points/leaves {int(np.median(sizes))}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
