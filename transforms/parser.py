@@ -44,9 +44,11 @@ record fields (``bad_slot``, ``bad_ts``), type (``unsupported_type``,
 from __future__ import annotations
 
 import functools
+import io
 import json
 import math
 import re
+import warnings
 from typing import Any, List, Optional, Tuple
 
 import numpy as np
@@ -314,9 +316,9 @@ def plain_csv_block(lines, dim: int) -> Optional[np.ndarray]:
     """The ``(len(lines), dim)`` values of a block whose every line :func:`csv_bytes_re` matches (plain numbers,
     ``dim`` per line), else None; checked for the whole block at once (a regex call per line cost ~1.3 s per
     10⁶ lines): only the bytes of numbers, commas and newlines; exactly ``dim`` fields per line; numpy's
-    conversion succeeds. Over those bytes numpy accepts exactly the regex's numbers (every string of up to 6 of
-    them checked; tests/beam/test_parse.py checks the block against the regex line by line)."""
-    if not lines or set(map(type, lines)) != {bytes}:
+    conversion succeeds. Over those bytes numpy's reader accepts exactly the regex's numbers (every field of up
+    to 5 of them checked; tests/test_own_data.py checks blocks against the regex line by line)."""
+    if not lines or set(map(type, lines)) != {bytes} or not all(lines):
         return None
     block = b"\n".join(lines)
     buf = np.frombuffer(block, np.uint8)
@@ -326,10 +328,13 @@ def plain_csv_block(lines, dim: int) -> Optional[np.ndarray]:
     if sep.size != len(lines) * dim - 1 or not np.array_equal(sep[dim - 1::dim], np.full(len(lines) - 1, 10, np.uint8)) \
             or np.count_nonzero(sep == 10) != len(lines) - 1:
         return None
-    try:
-        return np.array(block.replace(b"\n", b",").split(b","), dtype=np.float64).reshape(len(lines), dim)
-    except ValueError:
+    try:  # numpy's reader: ~25% faster than converting the split fields (the same correctly rounded doubles)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # "no data": blank lines only
+            vals = np.loadtxt(io.BytesIO(block), delimiter=",", dtype=np.float64, comments=None, ndmin=2)
+    except (ValueError, UserWarning):
         return None
+    return vals if vals.shape == (len(lines), dim) else None  # a blank line is skipped there, not read
 
 
 def _parse_lines(lines: "Lines", dim: int, fmt: str, slot, rec: Record, opt: "TextOptions",
