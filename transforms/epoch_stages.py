@@ -22,7 +22,7 @@ from dpstream.sparse_vector import LevelZeroAboveThreshold
 
 from transforms.messages import TickPoints, PackedParts, RingCenters, RingClosed, RingParts, RingRecords, RingTick, RoutedTicks
 from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, row_blocks, ClusterJob,
-    RunContext, StageFn, load_state, measured, open_msg, store_state)
+    RunContext, StageFn, load_state, measured, open_msg, store_state, wide_points)
 
 
 @dataclass
@@ -111,7 +111,7 @@ class _AssignRingsFn(_EpochStageFn):
         V = self._directions(r, ctx)
         I = job.n_rings
         pending = st.pending
-        X = np.concatenate(st.x) if len(st.x) > 1 else st.x[0]
+        X = wide_points(np.concatenate(st.x) if len(st.x) > 1 else st.x[0])  # carried as compact_points
         tix = np.repeat(np.arange(len(pending)), [tp.n for tp in pending])
         if len(X):
             ring, f = assign_parts(X, C, cfg.ring_base, cfg.n_rings, cfg.ring_ratio)

@@ -20,7 +20,7 @@ from dpstream.clock import merge_partials
 from dpstream.rings import clip_to_ball
 from transforms.messages import ShardCounts, ShardPoints, StartClock, TickBatch
 from transforms.parse import NAMESPACE
-from transforms.stages import (IntKeyed, Msg, as_partial, partial_bytes, partial_from_bytes, row_blocks, ClusterJob,
+from transforms.stages import (IntKeyed, Msg, as_partial, compact_points, partial_bytes, partial_from_bytes, row_blocks, ClusterJob,
                                StageFn, measured, open_msg)
 from transforms.tick_timer import take_ticks_upto
 
@@ -108,7 +108,7 @@ class _ShardTicksFn(StageFn):
             # a run's ticks are consecutive: its points are one slice, shipped as one array (not one per tick)
             a = first[r]
             pts = x[ends[a]:ends[a + len(counts[r])]]
-            yield beam.pvalue.TaggedOutput("points", ((r, key), Msg(ShardPoints(counts[r], pts))))
+            yield beam.pvalue.TaggedOutput("points", ((r, key), Msg(ShardPoints(counts[r], compact_points(pts)))))
         self._stats.note(key, points=n_all)
 
 
@@ -121,7 +121,7 @@ def merge_ticks(parts_by_tick, dim: int):
     flat = [p for parts in parts_by_tick for p in parts]
     if not flat:
         return np.zeros((0, dim)), sizes
-    pts = np.concatenate([p.points for p in flat]).astype(np.float64, copy=False).reshape(-1, dim)
+    pts = np.concatenate([p.points for p in flat], dtype=np.float64).reshape(-1, dim)  # widened: compact_points
     slots = np.concatenate([p.slots for p in flat])
     tick = np.repeat(np.arange(len(parts_by_tick)), sizes)
     order = np.lexsort((slots, tick))  # within a tick: by slot, the order merge_partials gives distinct slots
