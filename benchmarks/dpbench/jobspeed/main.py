@@ -11,7 +11,7 @@ import time
 from .data import make_cases
 from .profile import profile_job
 from .report import release_bytes, render
-from .runs import (compile_repo, help_argv, import_argv, job_argv, library_argv, median_timed, new_seed_file,
+from .runs import (help_argv, import_argv, job_argv, library_argv, median_timed, new_seed_file,
                    python_argv, timed)
 
 
@@ -31,16 +31,12 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=10 ** 6, help="points of the npy and csv cases")
     ap.add_argument("--repeats", type=int, default=3, help="runs of the import and --help timings (median)")
     ap.add_argument("--rounds", type=int, default=1, help="interleaved library/job runs of every case (median)")
-    ap.add_argument("--compiled", action="store_true",
-                    help="byte-compile the repository's packages first (as an installed package is), for both sides")
     ap.add_argument("--profile", action="store_true", help="also profile the job on the npy case (cProfile)")
     args = ap.parse_args(argv)
     which = tuple(args.cases.split(","))
     t0 = time.time()
     cases = make_cases(args.work, n=args.n, which=which)
     print(f"files ready in {time.time() - t0:.0f} s", flush=True)
-    if args.compiled:
-        compile_repo()
     load = os.getloadavg()[0]
     python_s = _median(python_argv(), args.repeats)
     imports = _median(import_argv(), args.repeats)
@@ -72,9 +68,7 @@ def main(argv=None) -> int:
     meta = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node() or 'this machine'}, "
             f"{os.cpu_count()} CPUs, load average {load:.2f} at the start (a shared machine: wall times carry "
             f"other processes' load; CPU times less so). {args.rounds} round(s), the two sides interleaved case by "
-            f"case; times are medians. Repository bytecode "
-            f"{'compiled first (--compiled)' if args.compiled else 'as the environment leaves it'}"
-            f"{' (PYTHONDONTWRITEBYTECODE is set: each process compiles what it imports)' if os.environ.get('PYTHONDONTWRITEBYTECODE') and not args.compiled else ''}.")
+            f"case; times are medians.")
     text = render(rows, imports, helps, python_s, sizes, meta, prof)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "job_vs_library.md"), "w", encoding="utf-8") as fh:

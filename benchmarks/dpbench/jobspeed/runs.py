@@ -53,15 +53,6 @@ def median_timed(runs) -> Timed:
     return Timed(statistics.median(r.wall for r in ok), statistics.median(r.cpu for r in ok), True)
 
 
-def compile_repo() -> None:
-    """Byte-compile the repository's packages into their ``__pycache__`` (what ``pip install`` does for an
-    installed package): with PYTHONDONTWRITEBYTECODE set, every process would compile them again."""
-    import compileall
-
-    for pkg in ("dpstream", "transforms", "pipelines"):
-        compileall.compile_dir(os.path.join(REPO, pkg), quiet=1)
-
-
 def job_argv(case: Case, out_dir: str, seed_file: str, extra=()) -> list:
     return [sys.executable, "-m", "pipelines.dp_stream_cluster", f"--input={case.path}", f"--output={out_dir}",
             f"--dim={case.d}", f"--radius={case.radius!r}", f"--k={case.k}", f"--tick_size={case.tick_size}",
