@@ -141,7 +141,8 @@ def wire(value) -> bytes:
 
     Beam's coder writes bytes as they are (a length and the buffer); any other object it pickles, which
     copied every array of a message once more on each side of the shuffle (a Python wrapper that kept its
-    own pickle still went through the outer one: 1 ms per MB, 0.75 s for the 10⁵ × 384 points' hops). The
+    own pickle still went through the outer one: measured on a shard's 12,500 × 384 points, 38 MB, encoding
+    and decoding took 0.124 s as a wrapper, 0.086 s as bytes). The
     pickle is made once per message and the same bytes go to every key that needs them (EpochPlan and
     EpochClose broadcast to every shard) and into every buffer the runner encodes them for. A stage that
     only keeps a message in a bag (``ShardTicks``) keeps the bytes it came as; :func:`open_msg` unpickles."""
