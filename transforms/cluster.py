@@ -195,8 +195,8 @@ class _RouteFn(StageFn):
         for e in sorted(out):
             ticks = out[e]  # each epoch copy gets its ticks' points as one array, with (t, n, plan) per tick
             x = np.concatenate([x for _, x, _ in ticks]) if ticks else np.zeros((0, self.job.cfg.dim))
-            yield beam.pvalue.TaggedOutput(f"e{e}", (key, wire(RoutedTicks([TickPoints(t, len(x), p) for t, x, p in ticks],
-                                                                           x))))
+            routed = RoutedTicks([TickPoints(t, len(x), p) for t, x, p in ticks], x)
+            yield beam.pvalue.TaggedOutput(f"e{e}", (key, wire(routed)))
         self._stats.note(key, points=held)
 
 

@@ -325,8 +325,8 @@ def plain_csv_block(lines, dim: int) -> Optional[np.ndarray]:
     if not _CSV_NUMBER_BYTES[buf].all():
         return None
     sep = buf[(buf == 44) | (buf == 10)]  # commas and newlines, in order: a newline after every dim − 1 commas
-    if sep.size != len(lines) * dim - 1 or not np.array_equal(sep[dim - 1::dim], np.full(len(lines) - 1, 10, np.uint8)) \
-            or np.count_nonzero(sep == 10) != len(lines) - 1:
+    n = len(lines)
+    if sep.size != n * dim - 1 or np.count_nonzero(sep == 10) != n - 1 or not (sep[dim - 1::dim] == 10).all():
         return None
     try:  # numpy's reader: ~25% faster than converting the split fields (the same correctly rounded doubles)
         with warnings.catch_warnings():

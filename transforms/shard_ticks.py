@@ -20,8 +20,8 @@ from dpstream.clock import merge_partials
 from dpstream.rings import clip_to_ball
 from transforms.messages import ShardCounts, ShardPoints, StartClock
 from transforms.parse import NAMESPACE
-from transforms.stages import (IntKeyed, wire, as_partial, compact_points, partial_bytes, partial_from_bytes, row_blocks, ClusterJob,
-                               StageFn, measured, open_msg)
+from transforms.stages import (IntKeyed, as_partial, compact_points, partial_bytes, partial_from_bytes, row_blocks,
+                               ClusterJob, StageFn, measured, open_msg, wire)
 from transforms.tick_timer import take_ticks_upto
 
 _log = logging.getLogger("dpstream")

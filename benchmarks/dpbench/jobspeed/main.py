@@ -49,15 +49,16 @@ def main(argv=None) -> int:
     for rnd in range(args.rounds):
         for i, case in enumerate(cases):
             out_dir = os.path.join(args.work, f"out_{i}")
+            seed = os.path.join(args.work, f"seed_{i}")
             sides = [("library", lambda: timed(library_argv(case))),
-                     ("job", lambda: timed(job_argv(case, out_dir, new_seed_file(os.path.join(args.work, f"seed_{i}")))))]
+                     ("job", lambda: timed(job_argv(case, out_dir, new_seed_file(seed))))]
             got = dict((name, run()) for name, run in (sides if rnd % 2 == 0 else sides[::-1]))
             lib, job = got["library"], got["job"]
             runs[case.name][0].append(lib)
             runs[case.name][1].append(job)
-            print(f"round {rnd + 1} {case.name}: library {lib.wall:.1f} s wall {lib.cpu:.1f} s CPU, job {job.wall:.1f} s "
-                  f"wall {job.cpu:.1f} s CPU" + ("" if lib.ok and job.ok else
-                                                 f" FAILED: {lib.tail if not lib.ok else job.tail}"), flush=True)
+            print(f"round {rnd + 1} {case.name}: library {lib.wall:.1f} s wall {lib.cpu:.1f} s CPU, "
+                  f"job {job.wall:.1f} s wall {job.cpu:.1f} s CPU"
+                  + ("" if lib.ok and job.ok else f" FAILED: {lib.tail if not lib.ok else job.tail}"), flush=True)
             if rnd == 0 and job.ok and case.d == 10 and case.path.endswith(".npy"):
                 sizes[case.name] = release_bytes(out_dir)
     for case in cases:

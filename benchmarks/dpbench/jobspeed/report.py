@@ -37,7 +37,8 @@ def render(rows, imports, helps, python_s, sizes, meta, profile_md: str = "") ->
            "--output DIR …` (DirectRunner); the library: `np.load` / `np.loadtxt` then "
            "`DPStreamClusterer(k, radius, tick_size=1000).fit(X)`. CPU = the child's user + system time.", "",
            "| data | library wall (CPU) | job wall (CPU) | job / library, wall | target ≤ 2× | job / library, "
-           "CPU (median of rounds) | target ≤ 2×, CPU | CPU ratio of each round |", "|---|---|---|---|---|---|---|---|"]
+           "CPU (median of rounds) | target ≤ 2×, CPU | CPU ratio of each round |",
+           "|---|---|---|---|---|---|---|---|"]
     for row in rows:
         name, lib, job = row[:3]
         ok = lib.ok and job.ok
