@@ -1,4 +1,5 @@
-"""The command keeps the memory its process frees (pipelines/job/memory.py) for a local batch run only."""
+"""The command keeps the memory its process frees (pipelines/job/memory.py) for a local batch run only, and
+only as the command: a process that calls ``main(argv)`` keeps its allocator."""
 from __future__ import annotations
 
 import subprocess
@@ -17,7 +18,7 @@ def test_keep_freed_memory_applies_and_large_buffers_still_work():
     assert out.returncode == 0, out.stderr
 
 
-@pytest.mark.parametrize("extra, applied", [([], True), (["--plan_only"], False),
+@pytest.mark.parametrize("extra, applied", [([], True), (["--plan_only"], False), (["--as_a_call"], False),
                                             (["--runner=DataflowRunner", "--project=p", "--region=r",
                                               "--temp_location=gs://b/t", "--seed_file=gs://b/seed",
                                               "--seed_registry=gs://b/seeds.jsonl"], False)])
@@ -44,6 +45,10 @@ def test_the_command_keeps_freed_memory_only_for_a_local_batch_run(tmp_path, mon
     np.save(tmp_path / "x.npy", np.zeros((10, 2)))
     argv = [f"--input={tmp_path}/x.npy", f"--output={tmp_path}/out", "--dim=2", "--radius=1", "--k=2",
             "--tick_size=5", "--horizon_ticks=2"] + extra
-    cli.main(argv)
+    if "--as_a_call" in argv:  # main(argv) from a caller's process (tests, notebooks): its allocator is its own
+        cli.main([a for a in argv if a != "--as_a_call"])
+    else:  # the command: main() reads the process's own command line
+        monkeypatch.setattr(sys, "argv", ["dpstream"] + argv)
+        cli.main()
     assert len(launched) == 1  # the options were accepted: the run would have started
     assert bool(calls) == applied

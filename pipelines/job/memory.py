@@ -6,9 +6,10 @@ fresh mapping that it unmaps on free: the kernel zeroes every page of it again o
 10⁵ × 384 float32 points (one worker, the job alone): 3.3–4.0 s of system time in a 9 s job; with every
 allocation served from the heap and the heap's top never given back, 1.3–1.5 s, the releases unchanged
 (an allocator setting: no number the job computes depends on it), the peak memory ~20% higher (1.7 → 2.1 GB:
-freed buffers are reused, not returned). So :func:`keep_freed_memory` is applied by the command for a
-batch run on a local runner, whose process ends with the run; a stream, a remote runner's workers and a
-Python process that imports the job (tests, notebooks) keep glibc's defaults.
+freed buffers are reused, not returned). So :func:`keep_freed_memory` is applied by the command
+(``main()`` reading its process's own command line) for a batch run on a local runner, whose process ends
+with the run; a stream, a remote runner's workers and a process that calls ``main(argv)`` or ``run(argv)``
+(tests, notebooks) keep glibc's defaults.
 """
 from __future__ import annotations
 
