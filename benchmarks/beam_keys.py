@@ -125,8 +125,8 @@ def report(args, keys, wall, cpu, n_released, argv) -> str:
     L.append("")
     L.append("Raw points: the points a key held between calls (`ShardTicks` with the batch timer buffers its "
              "shard's ticks until the one firing at the horizon; `RingMergeReduce` its open block). CPU is the "
-             "stages' own code per key, with the unpickling of the messages it reads (a `Msg` is decoded on first "
-             "use) and, in `ClusterCoreset`, the encoding of the release's JSON line; Beam's per-element, state "
+             "stages' own code per key, with the unpickling of the messages it reads (a message is unpickled where "
+             "it is read) and, in `ClusterCoreset`, the encoding of the release's JSON line; Beam's per-element, state "
              "and shuffle work is not in it.")
     return "\n".join(L) + "\n", factor
 

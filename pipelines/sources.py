@@ -16,7 +16,7 @@ import numpy as np
 import apache_beam as beam
 from apache_beam.io.filesystems import FileSystems
 
-from pipelines.file_bytes import read_all, split_lines
+from pipelines.file_bytes import count_lines, read_all, split_lines
 from transforms.parse import LINES_BLOCK, Lines, Record
 
 FILE_FORMATS = {".npy": "numpy", ".parquet": "parquet", ".csv": "csv", ".jsonl": "json", ".json": "json",
@@ -82,8 +82,7 @@ def npy_header(path: str):
 
 
 def _text_info(path: str) -> Tuple[int, bytes]:
-    lines = split_lines(read_all(path))
-    return len(lines), (lines[0] if lines else b"")
+    return count_lines(read_all(path))
 
 
 def count_slots(path: str, skip_header: bool = False) -> int:

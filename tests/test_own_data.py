@@ -273,6 +273,49 @@ def test_a_block_of_lines_parses_exactly_as_its_lines_one_by_one():
         assert got == want, fmt
 
 
+def test_the_block_check_of_plain_csv_lines_agrees_with_the_line_regex():
+    """plain_csv_block (bytes, fields per line, numpy's conversion, for a whole block) says yes exactly when
+    csv_bytes_re matches every line, and gives the values the line-by-line conversion gives; a block with one
+    line off the pattern (a field too many or too few, a stray byte, a number numpy and the regex read
+    differently) goes line by line."""
+    from transforms.parser import plain_csv_block
+    from transforms.text_formats import csv_bytes_re
+    rng = np.random.default_rng(11)
+    odd = [b"", b"x", b"1.2.3", b"e5", b"1e", b"+", b"-.e1", b"\r", b"1 2", b" ", b"\t.5", b"5.", b"1E+07", b"nan"]
+    seen = {True: 0, False: 0}
+    for _ in range(3000):
+        dim, n = int(rng.integers(1, 4)), int(rng.integers(1, 5))
+        lines = []
+        for _ in range(n):
+            fields = [repr(float(v)).encode() for v in rng.normal(size=dim) * 10.0 ** rng.integers(-5, 6)]
+            if rng.random() < 0.15:
+                fields[int(rng.integers(dim))] = odd[int(rng.integers(len(odd)))]
+            if rng.random() < 0.05:
+                fields.append(b"1") if rng.random() < 0.5 else fields.pop()
+            lines.append(b",".join(fields))
+        want = all(csv_bytes_re(dim).match(ln) for ln in lines)
+        got = plain_csv_block(lines, dim)
+        seen[want] += 1
+        assert (got is not None) == want, (lines, dim)
+        if want:
+            ref = np.array(b",".join(lines).split(b","), dtype=np.float64).reshape(n, dim)
+            assert got.tobytes() == ref.tobytes()
+    assert min(seen.values()) > 300  # both answers exercised
+    assert plain_csv_block(["1,2"], 2) is None and plain_csv_block([], 2) is None  # text lines go line by line
+
+
+def test_count_lines_is_the_number_and_first_of_split_lines():
+    import itertools
+
+    pytest.importorskip("apache_beam", exc_type=ImportError)  # file_bytes reads through Beam's filesystems
+    from pipelines.file_bytes import count_lines, split_lines
+    for size in range(7):
+        for parts in itertools.product((b"a", b"\n", b"\r", b"7,8"), repeat=size):
+            data = b"".join(parts)
+            lines = split_lines(data)
+            assert count_lines(data) == (len(lines), lines[0] if lines else b""), data
+
+
 # --------------------------------------------------------------------------- pictures and the demo
 
 def test_the_demo_says_no_data_yet_for_a_release_without_data():

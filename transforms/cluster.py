@@ -58,7 +58,7 @@ from dpstream.clock import TickClock
 from dpstream.params import EngineConfig
 from transforms.tick_timer import MODES, TickSchedule
 
-from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, row_blocks, ClusterJob, StageFn, load_state,
+from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, wire, row_blocks, ClusterJob, StageFn, load_state,
                                measured, open_msg, store_state)
 from transforms.stages import load_seed  # noqa: F401  (re-exported: the job, tests and benchmarks import it from here)
 from transforms.shard_ticks import ShardTicks
@@ -123,10 +123,10 @@ class _EpochPlanFn(StageFn):
         else:
             store_state(state, st)
         if plans:
-            msg = Msg(ShardPlans(plans))
+            msg = wire(ShardPlans(plans))
             for s in range(job.n_shards):
                 yield (r, s), msg
-            yield beam.pvalue.TaggedOutput("release", (RELEASE_KEY, Msg(RunPlans(r, plans))))
+            yield beam.pvalue.TaggedOutput("release", (RELEASE_KEY, wire(RunPlans(r, plans))))
         self._stats.note(r, floats=planner.state_floats() + len(st.pending) * job.n_shards)
 
 
@@ -195,8 +195,8 @@ class _RouteFn(StageFn):
         for e in sorted(out):
             ticks = out[e]  # each epoch copy gets its ticks' points as one array, with (t, n, plan) per tick
             x = np.concatenate([x for _, x, _ in ticks]) if ticks else np.zeros((0, self.job.cfg.dim))
-            yield beam.pvalue.TaggedOutput(f"e{e}", (key, Msg(RoutedTicks([TickPoints(t, len(x), p) for t, x, p in ticks],
-                                                                           x))))
+            routed = RoutedTicks([TickPoints(t, len(x), p) for t, x, p in ticks], x)
+            yield beam.pvalue.TaggedOutput(f"e{e}", (key, wire(routed)))
         self._stats.note(key, points=held)
 
 
@@ -281,4 +281,4 @@ def _registry_by_run(ups, job: ClusterJob):
         r, t = job.split(g)
         by.setdefault(r, []).append((t, new, count))
     for r in sorted(by):
-        yield r, Msg(RegistryUpdates(by[r]))
+        yield r, wire(RegistryUpdates(by[r]))

@@ -21,8 +21,8 @@ from dpstream.semicoresets import WeightedSet
 from dpstream.sparse_vector import LevelZeroAboveThreshold
 
 from transforms.messages import TickPoints, PackedParts, RingCenters, RingClosed, RingParts, RingRecords, RingTick, RoutedTicks
-from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, Msg, row_blocks, ClusterJob,
-    RunContext, StageFn, load_state, measured, open_msg, store_state)
+from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, wire, row_blocks, ClusterJob,
+    RunContext, StageFn, load_state, measured, open_msg, store_state, wide_points)
 
 
 @dataclass
@@ -111,7 +111,7 @@ class _AssignRingsFn(_EpochStageFn):
         V = self._directions(r, ctx)
         I = job.n_rings
         pending = st.pending
-        X = np.concatenate(st.x) if len(st.x) > 1 else st.x[0]
+        X = wide_points(np.concatenate(st.x) if len(st.x) > 1 else st.x[0])  # carried as compact_points
         tix = np.repeat(np.arange(len(pending)), [tp.n for tp in pending])
         if len(X):
             ring, f = assign_parts(X, C, cfg.ring_base, cfg.n_rings, cfg.ring_ratio, cfg.ring_tolerance)
@@ -138,7 +138,7 @@ class _AssignRingsFn(_EpochStageFn):
         else:
             store_state(state, st)
         for i in range(I):
-            yield (r, i), Msg(RingParts(s, C, out[i], prev if i == 0 else None))
+            yield (r, i), wire(RingParts(s, C, out[i], prev if i == 0 else None))
         self._stats.note(key)
 
 
@@ -248,9 +248,9 @@ class _RingFn(_EpochStageFn):
                 floats = ring.state_floats()
             store_state(state, st)
         if recs:
-            yield RELEASE_KEY, Msg(RingRecords(r, e, i, recs))
+            yield RELEASE_KEY, wire(RingRecords(r, e, i, recs))
         if closing is not None:
-            yield beam.pvalue.TaggedOutput("close", (r, Msg(RingClosed(i, *closing, st.prev if i == 0 else None))))
+            yield beam.pvalue.TaggedOutput("close", (r, wire(RingClosed(i, *closing, st.prev if i == 0 else None))))
         self._stats.note(key, floats=floats,
                          points=ring.block.n if ring is not None and not done else 0)
 
@@ -286,9 +286,9 @@ class _EpochCloseFn(_EpochStageFn):
         # EpochClose[e] → EpochClose[e+1] would double, copy after copy, the (empty) bundles the
         # BundleBasedDirectRunner runs for every upstream bundle (measured: 544 per key-stage of
         # copy 4 at T = 8, 12,770 bundles in all)
-        msg = Msg(RingCenters(F, None))
+        msg = wire(RingCenters(F, None))
         for s in range(job.n_shards):
-            yield (r, s), (Msg(RingCenters(F, coresets)) if s == 0 else msg)
+            yield (r, s), (wire(RingCenters(F, coresets)) if s == 0 else msg)
         self._stats.note(r)
 
 

@@ -1,13 +1,14 @@
 """The messages between the clustering stages (``transforms/cluster.py`` wires them), one named type
-per edge, so a stage dispatches on the type and reads fields by name. Every message travels inside a
-:class:`~transforms.stages.Msg` (one pickle per message) and is never changed once made. Beam-free.
+per edge, so a stage dispatches on the type and reads fields by name. Every message is sent as
+:func:`~transforms.stages.wire` makes it (its one pickle, as bytes) and is never changed once made; into
+ShardTicks a partial batch travels as a plain ``(global tick, wire(partial_bytes(…)))``. Beam-free.
 
 Edges (r = run, s = point shard, e = epoch index, i = ring, t = tick within the run, g = global tick):
 
 ====================  ======================================  =============================
 message               from → to                               key
 ====================  ======================================  =============================
-:class:`TickBatch`    BatchIntoTicks → ShardTicks             s
+``(g, bytes)``        BatchIntoTicks → ShardTicks             s
 :class:`StartClock`   the job's start → ShardTicks            s
 :class:`ShardCounts`  ShardTicks → EpochPlan                  r
 :class:`RegistryUpdates`  CenterRegistry → EpochPlan          r
@@ -28,13 +29,6 @@ from __future__ import annotations
 from typing import Any, List, NamedTuple, Optional, Tuple
 
 import numpy as np
-
-
-class TickBatch(NamedTuple):
-    """A partial batch of one (shard, global tick), as :func:`~transforms.stages.partial_bytes` in a
-    ``Msg`` (ShardTicks keeps it in its bag as the bytes it came as)."""
-    tick: int
-    part: Any
 
 
 class StartClock(NamedTuple):

@@ -44,9 +44,11 @@ record fields (``bad_slot``, ``bad_ts``), type (``unsupported_type``,
 from __future__ import annotations
 
 import functools
+import io
 import json
 import math
 import re
+import warnings
 from typing import Any, List, Optional, Tuple
 
 import numpy as np
@@ -306,18 +308,53 @@ def _parse_record(element: Any, dim: int, fmt: str, batch_arrays: bool,
     return points, dead
 
 
+_CSV_NUMBER_BYTES = np.zeros(256, dtype=bool)
+_CSV_NUMBER_BYTES[np.frombuffer(b"0123456789+-.eE \t,\n", np.uint8)] = True
+
+
+def plain_csv_block(lines, dim: int) -> Optional[np.ndarray]:
+    """The ``(len(lines), dim)`` values of a block whose every line :func:`csv_bytes_re` matches (plain numbers,
+    ``dim`` per line), else None; checked for the whole block at once (a regex call per line cost ~1.3 s per
+    10⁶ lines): only the bytes of numbers, commas and newlines; exactly ``dim`` fields per line; numpy's
+    conversion succeeds. Over those bytes numpy's reader accepts exactly the regex's numbers (every field of up
+    to 5 of them checked; tests/test_own_data.py checks blocks against the regex line by line)."""
+    if not lines or set(map(type, lines)) != {bytes} or not all(lines):
+        return None
+    block = b"\n".join(lines)
+    buf = np.frombuffer(block, np.uint8)
+    if not _CSV_NUMBER_BYTES[buf].all():
+        return None
+    sep = buf[(buf == 44) | (buf == 10)]  # commas and newlines, in order: a newline after every dim − 1 commas
+    n = len(lines)
+    if sep.size != n * dim - 1 or np.count_nonzero(sep == 10) != n - 1 or not (sep[dim - 1::dim] == 10).all():
+        return None
+    try:  # numpy's reader: ~25% faster than converting the split fields (the same correctly rounded doubles)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # "no data": blank lines only
+            vals = np.loadtxt(io.BytesIO(block), delimiter=",", dtype=np.float64, comments=None, ndmin=2)
+    except (ValueError, UserWarning):
+        return None
+    return vals if vals.shape == (len(lines), dim) else None  # a blank line is skipped there, not read
+
+
 def _parse_lines(lines: "Lines", dim: int, fmt: str, slot, rec: Record, opt: "TextOptions",
                  skew, batch_arrays: bool, points: list, dead: list) -> None:
     """A block of lines: the plain-number CSV lines in one numpy conversion, the rest line by line (their
     points batched when they share the block's carrier time)."""
     fast = np.zeros(len(lines), dtype=bool)
+    vals = None
     if fmt == "csv" and opt.delimiter == "," and opt.columns is None and batch_arrays:
-        match = csv_bytes_re(dim).match
-        fast = np.fromiter((isinstance(ln, bytes) and match(ln) is not None for ln in lines), bool, len(lines))
+        vals = plain_csv_block(lines, dim)
+        if vals is not None:
+            fast[:] = True
+        else:  # some line is not plain numbers: which ones, line by line
+            match = csv_bytes_re(dim).match
+            fast = np.fromiter((isinstance(ln, bytes) and match(ln) is not None for ln in lines), bool, len(lines))
     idx = np.flatnonzero(fast)
     if idx.size:
-        block = b",".join(lines[i] for i in idx)
-        vals = np.array(block.split(b","), dtype=np.float64).reshape(idx.size, dim)
+        if vals is None:
+            block = b",".join(lines[i] for i in idx)
+            vals = np.array(block.split(b","), dtype=np.float64).reshape(idx.size, dim)
         ok = np.isfinite(vals).all(axis=1)
         fast[idx[~ok]] = False  # an overflow (1e999) takes the per-line path for its exact dead letter
         keep = idx[ok]

@@ -10,7 +10,7 @@ from typing import NamedTuple, Optional
 import numpy as np
 
 import apache_beam as beam
-from apache_beam.coders import PickleCoder
+from apache_beam.coders import BytesCoder, PickleCoder, TupleCoder, VarIntCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import userstate
 from apache_beam.transforms.timeutil import TimeDomain
@@ -18,10 +18,10 @@ from apache_beam.transforms.window import GlobalWindows
 
 from dpstream.clock import merge_partials
 from dpstream.rings import clip_to_ball
-from transforms.messages import ShardCounts, ShardPoints, StartClock, TickBatch
+from transforms.messages import ShardCounts, ShardPoints, StartClock
 from transforms.parse import NAMESPACE
-from transforms.stages import (IntKeyed, Msg, as_partial, partial_bytes, partial_from_bytes, row_blocks, ClusterJob,
-                               StageFn, measured, open_msg)
+from transforms.stages import (IntKeyed, as_partial, compact_points, partial_bytes, partial_from_bytes, row_blocks,
+                               ClusterJob, StageFn, measured, open_msg, wire)
 from transforms.tick_timer import take_ticks_upto
 
 _log = logging.getLogger("dpstream")
@@ -36,7 +36,7 @@ class ShardClock(NamedTuple):
 class _ShardTicksFn(StageFn):
     STAGE = "ShardTicks"
     META = userstate.ReadModifyWriteStateSpec("dpstream_shard_meta", PickleCoder())
-    BUFFER = userstate.BagStateSpec("dpstream_shard_buffer", PickleCoder())
+    BUFFER = userstate.BagStateSpec("dpstream_shard_buffer", TupleCoder([VarIntCoder(), BytesCoder()]))  # (g, bytes)
     TICK = userstate.TimerSpec("dpstream_shard_tick", TimeDomain.WATERMARK)
 
     def setup(self):
@@ -59,7 +59,7 @@ class _ShardTicksFn(StageFn):
             timer.set(sched.close_time(m.armed))
         if isinstance(item, StartClock):
             return
-        g, part = item.tick, item.part  # part: a Msg, kept in the bag as the bytes it came as
+        g, part = item  # part: the partial's message (bytes), kept in the bag as it came
         if g <= m.fired:  # its tick is closed: frozen, never reopened
             n = int(partial_from_bytes(open_msg(part)).points.shape[0])
             self._c_closed.inc(n)
@@ -104,11 +104,11 @@ class _ShardTicksFn(StageFn):
         self._c_points.inc(n_all)
         ends = np.concatenate([[0], np.cumsum(sizes)])
         for r in sorted(counts):
-            yield r, Msg(ShardCounts(key, counts[r]))
+            yield r, wire(ShardCounts(key, counts[r]))
             # a run's ticks are consecutive: its points are one slice, shipped as one array (not one per tick)
             a = first[r]
             pts = x[ends[a]:ends[a + len(counts[r])]]
-            yield beam.pvalue.TaggedOutput("points", ((r, key), Msg(ShardPoints(counts[r], pts))))
+            yield beam.pvalue.TaggedOutput("points", ((r, key), wire(ShardPoints(counts[r], compact_points(pts)))))
         self._stats.note(key, points=n_all)
 
 
@@ -121,7 +121,7 @@ def merge_ticks(parts_by_tick, dim: int):
     flat = [p for parts in parts_by_tick for p in parts]
     if not flat:
         return np.zeros((0, dim)), sizes
-    pts = np.concatenate([p.points for p in flat]).astype(np.float64, copy=False).reshape(-1, dim)
+    pts = np.concatenate([p.points for p in flat], dtype=np.float64).reshape(-1, dim)  # widened: compact_points
     slots = np.concatenate([p.slots for p in flat])
     tick = np.repeat(np.arange(len(parts_by_tick)), sizes)
     order = np.lexsort((slots, tick))  # within a tick: by slot, the order merge_partials gives distinct slots
@@ -151,8 +151,9 @@ class ShardTicks(beam.PTransform):
 
     def expand(self, ticks):
         dim = self.job.cfg.dim
-        data = (ticks | "KeyByShard" >> beam.Map(lambda kv: (int(kv[0][0]), TickBatch(
-                    int(kv[0][1]), Msg(partial_bytes(as_partial(kv[1], dim))))))
+        # (tick, bytes) as a plain tuple: Beam encodes it field by field (a NamedTuple it would pickle, bytes and all)
+        data = (ticks | "KeyByShard" >> beam.Map(lambda kv: (int(kv[0][0]), (
+                    int(kv[0][1]), wire(partial_bytes(as_partial(kv[1], dim))))))
                 .with_output_types(IntKeyed)
                 | "DataWindow" >> beam.WindowInto(GlobalWindows()))
         start = (ticks.pipeline | "StartClock" >> beam.Create([(s, StartClock()) for s in range(self.job.n_shards)])

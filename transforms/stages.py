@@ -84,69 +84,71 @@ def row_blocks(x, sizes) -> list:
 _PARTIAL_DTYPES = ("<f8", "<i8", "<f8")
 
 
+def compact_points(x: np.ndarray) -> np.ndarray:
+    """``x`` as float32 when every value is one (float32 input read as float64: embeddings, images), else ``x``
+    itself: the same numbers in half the bytes, for the messages and states that carry raw points (the
+    shuffles into ShardTicks, RouteByEpoch and AssignRings moved ~0.3 GB each at 10⁵ × 384; on one local
+    worker the CPU did not change measurably, docs/beam-graph.md: bytes count where a shuffle crosses the
+    network). Lossless: a
+    finite float64 equal to its float32 is that float32 widened, bit for bit, so a consumer that widens
+    (:func:`wide_points`) computes on the very numbers it would have had. A sample decides first, so data
+    that are not float32 pay almost nothing."""
+    if x.dtype != np.float64 or x.size == 0:
+        return x
+    head = x[:8]
+    if not np.array_equal(head.astype(np.float32), head):
+        return x
+    y = x.astype(np.float32)
+    return y if np.array_equal(y, x) else x
+
+
+def wide_points(x: np.ndarray) -> np.ndarray:
+    """The float64 points a stage computes on, from :func:`compact_points`' encoding."""
+    return np.asarray(x, dtype=np.float64)
+
+
 def partial_bytes(part: Partial):
-    """A partial batch as ``(m, d, mids dtype, bytes)``: its four arrays' buffers in one bytes object
-    (what crosses the shuffle into ShardTicks and waits in its bag; ~8,000 of them per run at
-    n = 1e6). Pickling the four small arrays cost ~54 µs a partial, this a few. A partial with other
-    dtypes (or object ids) is returned as it is."""
+    """A partial batch as ``(m, d, points dtype, mids dtype, bytes)``: its four arrays' buffers in one bytes
+    object (what crosses the shuffle into ShardTicks and waits in its bag; ~8,000 of them per run at
+    n = 1e6), the points as :func:`compact_points` gives them. Pickling the four small arrays cost ~54 µs a
+    partial, this a few. A partial with other dtypes (or object ids) is returned as it is."""
     arrs = (part.points, part.slots, part.ts)
     if tuple(a.dtype.str for a in arrs) != _PARTIAL_DTYPES or part.mids.dtype.kind != "U" or part.points.ndim != 2:
         return part
     m, d = part.points.shape
-    return m, d, part.mids.dtype.str, b"".join(np.ascontiguousarray(a).tobytes() for a in arrs + (part.mids,))
+    pts = compact_points(part.points)
+    return m, d, pts.dtype.str, part.mids.dtype.str, b"".join(np.ascontiguousarray(a).tobytes()
+                                                              for a in (pts,) + arrs[1:] + (part.mids,))
 
 
 def partial_from_bytes(packed) -> Partial:
-    """The inverse of :func:`partial_bytes` (read-only arrays over the bytes)."""
+    """The inverse of :func:`partial_bytes` (read-only arrays over the bytes; float32 points stay float32:
+    :func:`~transforms.shard_ticks.merge_ticks` widens them)."""
     if isinstance(packed, Partial):
         return packed
-    m, d, mids_dtype, buf = packed
-    pts = np.frombuffer(buf, np.float64, m * d).reshape(m, d)
-    slots = np.frombuffer(buf, np.int64, m, 8 * m * d)
-    ts = np.frombuffer(buf, np.float64, m, 8 * m * (d + 1))
-    mids = np.frombuffer(buf, np.dtype(mids_dtype), m, 8 * m * (d + 2))
+    m, d, pts_dtype, mids_dtype, buf = packed
+    pts_dtype = np.dtype(pts_dtype)
+    pts = np.frombuffer(buf, pts_dtype, m * d).reshape(m, d)
+    at = m * d * pts_dtype.itemsize
+    slots = np.frombuffer(buf, np.int64, m, at)
+    ts = np.frombuffer(buf, np.float64, m, at + 8 * m)
+    mids = np.frombuffer(buf, np.dtype(mids_dtype), m, at + 16 * m)
     return Partial(pts, slots, ts, mids)
 
 
 # --------------------------------------------------------------------------- shared per process
 
-_UNREAD = object()
+def wire(value) -> bytes:
+    """One message between two stages: its value pickled once, as bytes.
 
-
-class Msg:
-    """One message between two stages, encoded as a single pickle (Beam's default coder would
-    encode a list of tuples of arrays element by element: hundreds of thousands of small pickles).
-
-    The pickle is made once per message and kept: Beam encodes an element for every buffer it goes to
-    and again to estimate its size (with few, big elements every one is sampled), and EpochPlan and
-    EpochClose send one message to every shard (measured at n = 1e6: 2.6 s of pickling, the
-    shards' points pickled several times each). So a message is never changed after it is made.
-    A decoded message is unpickled on first use (``v``): a stage that only stores it in a bag
-    (``ShardTicks``) stores the bytes it came as."""
-    __slots__ = ("_v", "_pickled")
-
-    def __init__(self, v=_UNREAD, pickled: bytes = None):
-        self._v, self._pickled = v, pickled
-
-    @property
-    def v(self):
-        v = self._v
-        if v is _UNREAD:  # each attribute read once: a message read from two threads stays whole
-            v = pickle.loads(self._pickled)
-            self._v = v
-            self._pickled = None  # one copy in memory: the object (re-pickled if it is sent again)
-        return v
-
-    def __reduce__(self):
-        data = self._pickled
-        if data is None:
-            data = pickle.dumps(self._v, protocol=pickle.HIGHEST_PROTOCOL)
-            self._pickled = data
-        return _unpickle_msg, (data,)
-
-
-def _unpickle_msg(data: bytes) -> Msg:
-    return Msg(pickled=data)
+    Beam's coder writes bytes as they are (a length and the buffer); any other object it pickles, which
+    copied every array of a message once more on each side of the shuffle (a Python wrapper that kept its
+    own pickle still went through the outer one: measured on a shard's 12,500 × 384 points, 38 MB, encoding
+    and decoding took 0.124 s as a wrapper, 0.086 s as bytes). The
+    pickle is made once per message and the same bytes go to every key that needs them (EpochPlan and
+    EpochClose broadcast to every shard) and into every buffer the runner encodes them for. A stage that
+    only keeps a message in a bag (``ShardTicks``) keeps the bytes it came as; :func:`open_msg` unpickles."""
+    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
 
 
 def load_state(state):
@@ -161,7 +163,8 @@ def store_state(state, value) -> None:
 
 
 def open_msg(item):
-    return item.v if isinstance(item, Msg) else item
+    """A message's value (:func:`wire`); anything else (the start marker) as it is."""
+    return pickle.loads(item) if isinstance(item, bytes) else item
 
 
 _PLANS: dict = {}

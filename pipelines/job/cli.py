@@ -39,6 +39,11 @@ def main(argv: Optional[List[str]] = None) -> int:
     job = None
     try:
         job, beam_args = parse_args(argv)
+        if argv is None and job.local and not job.streaming and not job.plan_only:
+            # the command itself (its process's own command line; a caller's process keeps its allocator),
+            # a batch run on this machine: the process ends with the run
+            from pipelines.job.memory import keep_freed_memory
+            keep_freed_memory()
         result = launch(job, beam_args)
         if job.plan_only:
             return 0

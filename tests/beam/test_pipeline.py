@@ -63,9 +63,12 @@ def _read_jsonl(path):
 
 # --------------------------------------------------------------------------- equivalence
 
-def test_batch_job_releases_exactly_what_the_engine_releases(tmp_path, seed_file):
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+def test_batch_job_releases_exactly_what_the_engine_releases(tmp_path, seed_file, dtype):
+    """float32 rows (inside the ball: not clipped) cross every shuffle as float32 (transforms.stages.compact_points)
+    and are widened where the rings are computed: the releases are still the engine's on the same rows."""
     rng = np.random.default_rng(1)
-    X = _blobs(2300, rng)
+    X = _blobs(2300, rng).astype(dtype)
     np.save(tmp_path / "a.npy", X[:1000])
     np.save(tmp_path / "b.npy", X[1000:])  # two files: slots continue across them
     out = tmp_path / "out"

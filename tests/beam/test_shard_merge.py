@@ -64,3 +64,35 @@ def test_partial_bytes_round_trip():
             np.testing.assert_array_equal(a, b)
     odd = Partial(np.zeros((2, 3), np.float32), np.zeros(2, np.int64), np.zeros(2), np.array(["", ""]))
     assert partial_bytes(odd) is odd and partial_from_bytes(odd) is odd  # other dtypes: pickled as they are
+
+
+def test_points_that_are_float32_cross_as_float32_and_come_back_bit_for_bit():
+    """compact_points: float32 input read as float64 (embeddings) crosses the shuffle in half the bytes and
+    merge_ticks widens it to the very float64 numbers; one value that is not a float32 (or a negative zero,
+    which must keep its sign) keeps or restores the exact bits either way."""
+    import pickle
+    from transforms.stages import compact_points, partial_bytes, partial_from_bytes
+    rng = np.random.default_rng(3)
+    x32 = rng.normal(size=(40, 5)).astype(np.float32).astype(np.float64)
+    x32[3, 1] = -0.0
+    mixed = x32.copy()
+    mixed[-1, -1] = 0.1  # not a float32: the whole array stays float64
+    assert compact_points(x32).dtype == np.float32 and compact_points(mixed) is mixed
+    assert compact_points(x32).astype(np.float64).tobytes() == x32.tobytes()
+    slots = rng.permutation(40)
+    parts, want = [], []
+    for x in (x32, mixed):
+        p = Partial(x, slots, np.full(40, np.nan), np.array([""] * 40))
+        packed = partial_bytes(p)
+        back = partial_from_bytes(pickle.loads(pickle.dumps(packed)))
+        assert back.points.dtype == (np.float32 if x is x32 else np.float64)
+        assert len(packed[-1]) == 40 * (5 * back.points.dtype.itemsize + 8 + 8 + 4)
+        parts.append(back)
+        want.append(merge_partials([p]).points)
+    no_slots = Partial(x32[::-1].copy(), np.full(40, -1, np.int64), rng.normal(size=40), np.array(["a"] * 40))
+    parts.append(partial_from_bytes(partial_bytes(no_slots)))  # merge_partials' full key (coordinates), float32
+    want.append(merge_partials([no_slots]).points)
+    got, sizes = merge_ticks([[parts[0]], [parts[1]], [parts[2]]], 5)
+    assert got.dtype == np.float64 and list(sizes) == [40, 40, 40]
+    assert got.tobytes() == np.concatenate(want).tobytes()
+

@@ -12,7 +12,8 @@ import time
 from .data import make_cases
 from .profile import profile_job
 from .report import release_bytes, render
-from .runs import help_argv, import_argv, job_argv, library_argv, new_seed_file, python_argv, timed
+from .runs import (help_argv, import_argv, job_argv, library_argv, median_timed, new_seed_file,
+                   python_argv, timed)
 
 
 def _median(argv, repeats: int):
@@ -31,6 +32,7 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=10 ** 6, help="points of the npy and csv cases")
     ap.add_argument("--k", type=int, default=5, help="k of both sides (the data are 5 blobs whatever k)")
     ap.add_argument("--repeats", type=int, default=3, help="runs of the import and --help timings (median)")
+    ap.add_argument("--rounds", type=int, default=1, help="interleaved library/job runs of every case (median)")
     ap.add_argument("--profile", action="store_true", help="also profile the job on the npy case (cProfile)")
     args = ap.parse_args(argv)
     which = tuple(args.cases.split(","))
@@ -43,22 +45,37 @@ def main(argv=None) -> int:
     helps = _median(help_argv(), args.repeats)
     print(f"python {python_s[0]:.2f} s, import dpstream {imports[0]:.2f} s, --help {helps[0]:.2f} s", flush=True)
     rows, sizes = [], {}
-    for i, case in enumerate(cases):
-        lib = timed(library_argv(case))
-        out_dir = os.path.join(args.work, f"out_{i}")
-        job = timed(job_argv(case, out_dir, new_seed_file(os.path.join(args.work, f"seed_{i}"))))
-        print(f"{case.name}: library {lib.wall:.1f} s, job {job.wall:.1f} s"
-              + ("" if lib.ok and job.ok else f" FAILED: {lib.tail if not lib.ok else job.tail}"), flush=True)
-        rows.append((case.name, lib, job))
-        if job.ok and case.d == 10 and case.path.endswith(".npy"):
-            sizes[case.name] = release_bytes(out_dir)
-            log_b, refs_b, full_b, _ = sizes[case.name]
-            print(f"{case.name}: releases.jsonl {log_b:,} bytes, references only {refs_b:,}, whole {full_b:,}: "
-                  f"{100 * log_b / full_b:.1f}% of whole", flush=True)
+    runs = {case.name: ([], []) for case in cases}
+    # rounds interleave the two sides case by case (and swap which goes first), so the load of a shared
+    # machine falls on both alike; the verdict reads the median of the rounds' CPU ratios
+    for rnd in range(args.rounds):
+        for i, case in enumerate(cases):
+            out_dir = os.path.join(args.work, f"out_{i}")
+            seed = os.path.join(args.work, f"seed_{i}")
+            sides = [("library", lambda: timed(library_argv(case))),
+                     ("job", lambda: timed(job_argv(case, out_dir, new_seed_file(seed))))]
+            got = dict((name, run()) for name, run in (sides if rnd % 2 == 0 else sides[::-1]))
+            lib, job = got["library"], got["job"]
+            runs[case.name][0].append(lib)
+            runs[case.name][1].append(job)
+            print(f"round {rnd + 1} {case.name}: library {lib.wall:.1f} s wall {lib.cpu:.1f} s CPU, "
+                  f"job {job.wall:.1f} s wall {job.cpu:.1f} s CPU"
+                  + ("" if lib.ok and job.ok else f" FAILED: {lib.tail if not lib.ok else job.tail}"), flush=True)
+            if rnd == 0 and job.ok and case.d == 10 and case.path.endswith(".npy"):
+                sizes[case.name] = release_bytes(out_dir)
+                log_b, refs_b, full_b, _ = sizes[case.name]
+                print(f"{case.name}: releases.jsonl {log_b:,} bytes, references only {refs_b:,}, whole {full_b:,}: "
+                      f"{100 * log_b / full_b:.1f}% of whole", flush=True)
+    for case in cases:
+        libs, jobs = runs[case.name]
+        rows.append((case.name, median_timed(libs), median_timed(jobs),
+                     [j.cpu / l.cpu for l, j in zip(libs, jobs) if l.ok and j.ok]))
     prof = profile_job(cases[0], args.work) if args.profile else ""
     meta = (f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}, {platform.node() or 'this machine'}, "
-            f"{os.cpu_count()} CPUs, k = {args.k}, load average {load:.2f} at the start (a shared machine: wall "
-            f"times carry other processes' load; CPU times less so).")
+            f"{os.cpu_count()} CPUs, k = {args.k}, load average {load:.2f} at the start (a shared machine: wall times "
+            f"carry "
+            f"other processes' load; CPU times less so). {args.rounds} round(s), the two sides interleaved case by "
+            f"case; times are medians.")
     text = render(rows, imports, helps, python_s, sizes, meta, prof)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "job_vs_library.md"), "w", encoding="utf-8") as fh:

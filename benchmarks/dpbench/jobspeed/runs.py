@@ -43,6 +43,16 @@ def timed(argv, timeout: float = 900.0) -> Timed:
     return Timed(wall, cpu, out.returncode == 0, (out.stderr or "")[-600:])
 
 
+def median_timed(runs) -> Timed:
+    """The median wall and CPU of the runs that succeeded (a failed one if none did)."""
+    import statistics
+
+    ok = [r for r in runs if r.ok]
+    if not ok:
+        return runs[0]
+    return Timed(statistics.median(r.wall for r in ok), statistics.median(r.cpu for r in ok), True)
+
+
 def job_argv(case: Case, out_dir: str, seed_file: str, extra=()) -> list:
     return [sys.executable, "-m", "pipelines.dp_stream_cluster", f"--input={case.path}", f"--output={out_dir}",
             f"--dim={case.d}", f"--radius={case.radius!r}", f"--k={case.k}", f"--tick_size={case.tick_size}",

@@ -1,0 +1,34 @@
+"""The command's process keeps the memory it frees, for a batch run on a local runner.
+
+The in-process runner moves a run's points as large buffers (each message, each shuffle's stream, each
+state written and read), and glibc serves every buffer above its mmap threshold (at most 32 MB) with a
+fresh mapping that it unmaps on free: the kernel zeroes every page of it again on first touch. Measured on
+10⁵ × 384 float32 points (one worker, the job alone): 3.3–4.0 s of system time in a 9 s job; with every
+allocation served from the heap and the heap's top never given back, 1.3–1.5 s, the releases unchanged
+(an allocator setting: no number the job computes depends on it), the peak memory ~20% higher (1.7 → 2.1 GB:
+freed buffers are reused, not returned). So :func:`keep_freed_memory` is applied by the command
+(``main()`` reading its process's own command line) for a batch run on a local runner, whose process ends
+with the run; a stream, a remote runner's workers and a process that calls ``main(argv)`` or ``run(argv)``
+(tests, notebooks) keep glibc's defaults.
+"""
+from __future__ import annotations
+
+import ctypes
+import sys
+
+M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters (malloc.h)
+M_MMAP_MAX = -4
+_KEEP = 2 ** 31 - 1  # mallopt takes an int: the heap's top is given back only past 2 GB free
+
+
+def keep_freed_memory() -> bool:
+    """Serve every allocation of this process from glibc's heap (``M_MMAP_MAX = 0``) and keep the heap's
+    freed top (``M_TRIM_THRESHOLD``); True if applied, False where there is no glibc (nothing changes)."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        mallopt = ctypes.CDLL("libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
+    return bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, _KEEP))

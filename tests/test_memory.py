@@ -1,0 +1,54 @@
+"""The command keeps the memory its process frees (pipelines/job/memory.py) for a local batch run only, and
+only as the command: a process that calls ``main(argv)`` keeps its allocator."""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+pytest.importorskip("apache_beam", exc_type=ImportError)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
+def test_keep_freed_memory_applies_and_large_buffers_still_work():
+    code = ("import numpy as np\nfrom pipelines.job.memory import keep_freed_memory\nassert keep_freed_memory()\n"
+            "for i in range(4):\n    x = np.ones((1 << 23) + i)\n    assert x.sum() == x.size\n    del x\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+
+
+@pytest.mark.parametrize("extra, applied", [([], True), (["--plan_only"], False), (["--as_a_call"], False),
+                                            (["--runner=DataflowRunner", "--project=p", "--region=r",
+                                              "--temp_location=gs://b/t", "--seed_file=gs://b/seed",
+                                              "--seed_registry=gs://b/seeds.jsonl"], False)])
+def test_the_command_keeps_freed_memory_only_for_a_local_batch_run(tmp_path, monkeypatch, extra, applied):
+    import numpy as np
+
+    from pipelines.job import cli, memory
+
+    calls = []
+    monkeypatch.setattr(memory, "keep_freed_memory", lambda: calls.append(1) or True)
+
+    class Stop(Exception):
+        pass
+
+    launched = []
+
+    def fake_launch(job, beam_args):
+        launched.append(job.runner)
+        if job.plan_only:
+            return "plan"
+        raise Stop("launched")
+
+    monkeypatch.setattr(cli, "launch", fake_launch)
+    np.save(tmp_path / "x.npy", np.zeros((10, 2)))
+    argv = [f"--input={tmp_path}/x.npy", f"--output={tmp_path}/out", "--dim=2", "--radius=1", "--k=2",
+            "--tick_size=5", "--horizon_ticks=2"] + extra
+    if "--as_a_call" in argv:  # main(argv) from a caller's process (tests, notebooks): its allocator is its own
+        cli.main([a for a in argv if a != "--as_a_call"])
+    else:  # the command: main() reads the process's own command line
+        monkeypatch.setattr(sys, "argv", ["dpstream"] + argv)
+        cli.main()
+    assert len(launched) == 1  # the options were accepted: the run would have started
+    assert bool(calls) == applied
