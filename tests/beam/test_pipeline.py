@@ -475,15 +475,13 @@ def test_cluster_ticks_with_the_whole_engine_in_one_key_equals_the_engine(tmp_pa
     assert got == want and len(got) == 11
 
 
-def test_batch_job_with_the_dyadic_flush_ticks_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
-    """flush_schedule="dyadic" (ticks 4 and 16 flush without an epoch change on this stream): the
-    epoch planner's flush flags drive the job's rings exactly as the engine's own."""
+def _job_and_engine_with(overrides, rng_seed, tmp_path, seed_file, monkeypatch):
+    """The job's releases and the engine's on 18 ticks of blobs (horizon 40), both with the engine
+    parameters ``overrides`` (no job option sets them), and the configuration the job ran."""
     import pipelines.job.arguments as arguments  # where the job's configuration is made (the Job holds it)
     orig = arguments.make_config
-    monkeypatch.setattr(arguments, "make_config", lambda **kw: orig(**kw).with_(flush_schedule="dyadic",
-                                                                                first_epoch_blocks=50.0))
-    rng = np.random.default_rng(3)
-    X = _blobs(1800, rng)
+    monkeypatch.setattr(arguments, "make_config", lambda **kw: orig(**kw).with_(**overrides))
+    X = _blobs(1800, np.random.default_rng(rng_seed))
     np.save(tmp_path / "a.npy", X)
     out = tmp_path / "out"
     argv = [f"--input={tmp_path}/a.npy", f"--output={out}", "--dim=2", "--radius=12", "--k=3",
@@ -491,8 +489,16 @@ def test_batch_job_with_the_dyadic_flush_ticks_releases_what_the_engine_releases
     _run_batch(argv)
     got = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
     job, _ = job_mod.parse_args(argv)
-    assert job_mod.engine_config(job).flush_schedule == "dyadic"
     want = _engine_releases(job, seed_file, {t + 1: X[t * 100:(t + 1) * 100] for t in range(18)})
+    return got, want, job_mod.engine_config(job)
+
+
+def test_batch_job_with_the_dyadic_flush_ticks_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
+    """flush_schedule="dyadic" (ticks 4 and 16 flush without an epoch change on this stream): the
+    epoch planner's flush flags drive the job's rings exactly as the engine's own."""
+    got, want, cfg = _job_and_engine_with(dict(flush_schedule="dyadic", first_epoch_blocks=50.0), 3,
+                                          tmp_path, seed_file, monkeypatch)
+    assert cfg.flush_schedule == "dyadic"
     assert got == want and len(got) == 40
     assert got[15]["epoch"] == 0  # ticks 4 and 16 flushed without an epoch change
 
@@ -502,22 +508,10 @@ def test_batch_job_with_the_count_flushes_and_block_root_tail_releases_what_the_
     """flush_schedule="count" (flushes when the DP count has grown, without an epoch change) and
     root_tail="block" (A's root threshold by block index): the epoch planner's flush flags and the
     job's A calls follow the engine's exactly."""
-    import pipelines.job.arguments as arguments
-    orig = arguments.make_config
-    monkeypatch.setattr(arguments, "make_config", lambda **kw: orig(**kw).with_(
-        flush_schedule="count", flush_growth=0.5, flush_min_blocks=0.0, root_tail="block", first_epoch_blocks=50.0))
-    rng = np.random.default_rng(4)
-    X = _blobs(1800, rng)
-    np.save(tmp_path / "a.npy", X)
-    out = tmp_path / "out"
-    argv = [f"--input={tmp_path}/a.npy", f"--output={out}", "--dim=2", "--radius=12", "--k=3",
-            "--tick_size=100", "--horizon_ticks=40", f"--seed_file={seed_file}", "--epsilon=1"]
-    _run_batch(argv)
-    got = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
-    job, _ = job_mod.parse_args(argv)
-    cfg = job_mod.engine_config(job)
+    got, want, cfg = _job_and_engine_with(dict(flush_schedule="count", flush_growth=0.5, flush_min_blocks=0.0,
+                                               root_tail="block", first_epoch_blocks=50.0), 4,
+                                          tmp_path, seed_file, monkeypatch)
     assert cfg.flush_schedule == "count" and cfg.root_tail == "block"
-    want = _engine_releases(job, seed_file, {t + 1: X[t * 100:(t + 1) * 100] for t in range(18)})
     assert got == want and len(got) == 40
     assert got[17]["epoch"] == 0
     # the count flushes happened: the releases' coreset changed at ticks other than the first
