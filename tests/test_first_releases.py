@@ -27,6 +27,7 @@ import dpstream.merge_reduce as mr_mod
 from dpstream import DPStreamClusterer, Engine, EngineConfig
 from dpstream import rules
 from dpstream.privacy import PrivacyPlan
+from dpstream.run_setup import RunSetup
 from dpstream.semicoresets import make_semicoreset
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpstream.noise.UnsafeSeedWarning")
@@ -98,12 +99,35 @@ def test_the_count_rule():
         _cfg(root_tail="tick")
 
 
-@pytest.mark.parametrize("broken", [False, True])
+def _dp_counts(cfg, ticks):
+    """The DP count estimate of each tick, computed apart from the engine: the run's own stream counter
+    (keyed noise from the seed) stepped with each tick's size."""
+    counter = _COUNT_COUNTER(RunSetup(cfg, SEED))
+    return [float(counter.step(np.array([len(x)], dtype=np.int64))[0]) for x in ticks]
+
+
+_COUNT_COUNTER = RunSetup.count_counter
+
+
+class _ExactCounter:
+    """A broken stream counter: the exact running count, no noise."""
+
+    def __init__(self):
+        self.total = 0
+
+    def step(self, update):
+        self.total += int(np.sum(update))
+        return np.array([float(self.total)])
+
+
+@pytest.mark.parametrize("broken", [None, "exact_buffer", "exact_count"])
 def test_the_count_flushes_are_a_function_of_dp_counts(monkeypatch, broken):
-    """Two streams with nothing in common but the seed: the flush ticks are those the rule gives from
-    the DP counts and the epoch changes alone. The broken engine flushes whenever the exact buffer
-    passes a size (an exact count deciding a release time): the replay catches it."""
-    if broken:
+    """Two streams with nothing in common but the seed: the count the schedule is given at each tick is
+    the stream counter's DP estimate (recomputed apart from the engine), and the flush ticks are those
+    the rule gives from those counts and the epoch changes alone. Broken engines: one flushes whenever
+    the exact buffer passes a size, one gives the schedule the exact running count (an exact count
+    deciding a release time either way); the checks catch both."""
+    if broken == "exact_buffer":
         orig_step = engine_mod.Engine.step
 
         def step(self, points, *a, **kw):
@@ -113,16 +137,19 @@ def test_the_count_flushes_are_a_function_of_dp_counts(monkeypatch, broken):
             return rel
 
         monkeypatch.setattr(engine_mod.Engine, "step", step)
+    if broken == "exact_count":
+        monkeypatch.setattr(RunSetup, "count_counter", lambda self: _ExactCounter())
     cfg = _cfg()
     dense = _stream(1, [100] * N_TICKS)
     sparse_ = _stream(2, [0, 3, 0, 70, 5, 0, 0, 200, 1, 0, 0, 0, 90, 0, 0, 4, 0, 0, 0, 0, 300, 0, 7, 0])
     ok = True
     for s in (dense, sparse_):
         e, log = _run(cfg, s, monkeypatch)
+        ok &= [count for _, count, _, _ in log] == _dp_counts(cfg, s)
         ok &= [t for t, _, _, fl in log if fl] == _replay(cfg, log, e.block_size)
-        if not broken:  # count flushes beyond tick 1 do occur, without an epoch change
+        if broken is None:  # count flushes beyond tick 1 do occur, without an epoch change
             assert len(_replay(cfg, log, e.block_size)) >= 3 and e.epoch == 0
-    assert ok == (not broken)
+    assert ok == (broken is None)
 
 
 def test_every_point_enters_one_a_call_and_a_ring_releases_once_per_tick(monkeypatch):
