@@ -223,24 +223,20 @@ def _uncovered_kept(sets, factor: np.ndarray, cover: float) -> np.ndarray:
     has a point within ``cover`` times the newer set's median nearest-neighbour spacing — a cluster that
     stopped arriving (a drifting or in-order stream) is not faded out by epochs that never saw it, while
     regions the newer, finer epochs cover are decayed as before. Post-processing of released sets."""
+    from scipy.spatial import cKDTree  # lazy: scipy loads on first use (a KD-tree, not an n×n matrix)
+
     out = factor.copy()
     starts = np.cumsum([0] + [len(s) for s in sets])
     for i in range(len(sets) - 1):
         newer = np.vstack([s.points for s in sets[i + 1:] if len(s)])
         if len(newer) < 2 or len(sets[i]) == 0:
             continue
-        dn = _sq_dists(newer, newer)
-        np.fill_diagonal(dn, np.inf)
-        spacing = np.sqrt(np.median(dn.min(axis=1)))
-        near = np.sqrt(_sq_dists(sets[i].points, newer).min(axis=1)) <= cover * spacing
+        tree = cKDTree(newer)
+        spacing = np.median(tree.query(newer, k=2)[0][:, 1])  # each point's nearest other point
+        near = tree.query(sets[i].points, k=1)[0] <= cover * spacing
         seg = slice(starts[i], starts[i + 1])
         out[seg] = np.where(near, factor[seg], 1.0)
     return out
-
-
-def _sq_dists(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    d = (a * a).sum(1)[:, None] + (b * b).sum(1)[None, :] - 2.0 * a @ b.T
-    return np.maximum(d, 0.0)
 
 
 def release_centers(cfg: EngineConfig, noise, pts: np.ndarray, w: np.ndarray, epoch: int, t: int) -> np.ndarray:
