@@ -41,6 +41,21 @@ def test_an_in_place_edit_keeping_size_and_mtime_is_another_input(tmp_path):
         check_and_record("fp", _identity(tmp_path, path), False, reg)
 
 
+def test_a_seed_recorded_by_another_algorithm_version_is_refused(tmp_path, monkeypatch):
+    """A version that releases something else for the same configuration and input is another run: a
+    seed recorded by the earlier version would give the difference of the two releases exactly."""
+    import dpstream.algorithm_version as version
+
+    path = tmp_path / "d.npy"
+    np.save(path, np.random.default_rng(1).normal(size=(120, 2)))
+    reg = str(tmp_path / "reg.jsonl")
+    check_and_record("fp", _identity(tmp_path, path), False, reg)
+    check_and_record("fp", _identity(tmp_path, path), False, reg)  # the same code again: accepted
+    monkeypatch.setattr(version, "ALGORITHM_VERSION", version.ALGORITHM_VERSION + 1)
+    with pytest.raises(SeedReused):
+        check_and_record("fp", _identity(tmp_path, path), False, reg)
+
+
 def test_the_parsing_options_are_part_of_the_identity(tmp_path):
     path = tmp_path / "d.csv"
     path.write_text("x,y\n1,2\n3,4\n")
