@@ -117,6 +117,13 @@ class EngineConfig:
         derived = derive(groups["problem"], groups["unit"], groups["bicriteria_params"], groups["merge_reduce"],
                          groups["black_box_a"])
         _check(v["privacy_split"][0] > 0 or not derived.bicriteria, "privacy_split needs a positive bicriteria weight")
+        # a flush schedule that could never act is a mistake, not a silent no-op
+        _check(v["flush_schedule"] == FlushSchedule.FIRST or v["epoch_schedule"] == EpochSchedule.HORIZON,
+               f"flush_schedule={v['flush_schedule'].value!r} needs epoch_schedule='horizon' (the other epoch "
+               f"schedules flush at every epoch change)")
+        _check(v["flush_schedule"] != FlushSchedule.COUNT or derived.bicriteria or v["privacy_split"][3] > 0,
+               "flush_schedule='count' needs a DP count estimate: a stream-counter weight in privacy_split "
+               "(its 4th weight) or the bicriteria")
         # set once, as a frozen dataclass's generated __init__ sets its fields
         for name, group in groups.items():
             object.__setattr__(self, name, group)

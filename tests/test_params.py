@@ -28,7 +28,7 @@ SNAP = dict(n_clusters=4, dim=20, radius=5, epsilon=2, delta=0, horizon_ticks=64
             n_buckets=32, coreset_size=100, block_size=500.0, bucket_shards=2)
 UNIT = dict(n_clusters=2, dim=2, radius=10.0, epsilon=4, horizon_ticks=16, runs=3, center=(1.0, -2.0),
             semicoreset="lloyd", tree_depth=8.0, first_epoch_blocks=1, bicriteria=True,
-            privacy_split=(0.2, 0.1, 0.6, 0.1), flush_schedule="dyadic", epoch_schedule="doubling",
+            privacy_split=(0.2, 0.1, 0.6, 0.1), flush_schedule="dyadic", epoch_schedule="horizon",
             ring_centers="bicriteria", max_contributions=3, max_contributions_per_tick=2, privacy_unit="user")
 
 # to_dict() of the flat dataclass EngineConfig was before its groups, for the three configurations above
@@ -67,7 +67,7 @@ EXPECTED = {
         "center": (1.0, -2.0), **_REST, "n_buckets": None, "hh_alpha": 0.6, "hh_min_count": 3.0,
         "bucket_shards": 1, "bicriteria": True, "ring_centers": "bicriteria", "n_rings": 12, "ring_ratio": 2.0,
         "block_size": None, "block_leaves": 2.0, "epoch_blocks": 0.25, "first_epoch_blocks": 1,
-        "ring_center_factor": 1.0, "epoch_schedule": "doubling", "flush_schedule": "dyadic", "coreset_size": None,
+        "ring_center_factor": 1.0, "epoch_schedule": "horizon", "flush_schedule": "dyadic", "coreset_size": None,
         "release_epoch_decay": 0.5, "tree_depth": 8, "tree_keep_factor": 3.0, "tree_branch_factor": 2.0,
         "lloyd_iters": 3, "count_share": 0.5, "weight_beta": 0.5, "privacy_split": [0.2, 0.1, 0.6, 0.1],
         "n_init": 10, "sum_grid_bits": 20, "max_contributions": 3, "max_contributions_per_tick": 2,
@@ -195,6 +195,12 @@ def test_flat_shorthands_read_the_groups():
     (dict(n_trees=None), ValueError, "n_trees must be an integer >= 1, got None"),
     (dict(tree_depth=2.5, n_rings=0), ValueError, "n_rings must be an integer >= 1, got 0"),
     (dict(nonsense=1), TypeError, "EngineConfig.__init__() got an unexpected keyword argument 'nonsense'"),
+    (dict(flush_schedule="dyadic", epoch_schedule="doubling"), ValueError,
+     "flush_schedule='dyadic' needs epoch_schedule='horizon' (the other epoch schedules flush at every epoch "
+     "change)"),
+    (dict(flush_schedule="count", privacy_split=(0.1, 0.05, 0.85)), ValueError,
+     "flush_schedule='count' needs a DP count estimate: a stream-counter weight in privacy_split (its 4th "
+     "weight) or the bicriteria"),
 ])
 def test_the_flat_constructor_names_the_same_first_mistake_as_before(kw, error, message):
     with pytest.raises(error) as e:

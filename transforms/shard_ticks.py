@@ -136,7 +136,7 @@ def merge_ticks(parts_by_tick, dim: int):
         blocks = row_blocks(pts, sizes)
         for i in np.flatnonzero(bad):
             blocks[i] = merge_partials(parts_by_tick[i]).points
-        pts = np.concatenate(blocks)
+        pts = np.concatenate(blocks, dtype=pts.dtype)  # float32 blocks keep the firing's own dtype
     return np.ascontiguousarray(pts), sizes
 
 
