@@ -23,6 +23,8 @@ from typing import Optional
 
 from apache_beam.io.filesystems import FileSystems
 
+from dpstream import algorithm_version
+
 DEFAULT_PATH = os.path.join("~", ".dpstream", "seed_registry.jsonl")
 
 
@@ -80,11 +82,9 @@ def run_identity(job, cfg) -> dict:
         inp = {"stream": job.subscription or job.topic}
     clock = {"clock": job.clock, "tick_size": job.tick_size, "tick_seconds": job.tick_seconds,
              "t_start": job.t_start}
-    from dpstream.algorithm_version import ALGORITHM_VERSION
-
     # the code's version too: a new version may release something else for the same config and input,
     # and two different releases under one seed's noise give their difference exactly
-    ident = {"input": inp, "clock": clock, "config": cfg.to_dict(), "algorithm": ALGORITHM_VERSION}
+    ident = {"input": inp, "clock": clock, "config": cfg.to_dict(), "algorithm": algorithm_version.ALGORITHM_VERSION}
     ident["digest"] = hashlib.sha256(json.dumps(ident, sort_keys=True, default=str).encode()).hexdigest()[:32]
     return ident
 
