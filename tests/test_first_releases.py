@@ -30,6 +30,8 @@ from dpstream.privacy import PrivacyPlan
 from dpstream.run_setup import RunSetup
 from dpstream.semicoresets import make_semicoreset
 
+from streams import three_blob_ticks  # tests/streams.py
+
 pytestmark = pytest.mark.filterwarnings("ignore::dpstream.noise.UnsafeSeedWarning")
 
 SEED = bytes(range(32))
@@ -41,12 +43,6 @@ def _cfg(**kw):
                 flush_schedule="count", flush_growth=0.5, flush_min_blocks=0.0, first_epoch_blocks=1e6)
     base.update(kw)
     return EngineConfig(**base)
-
-
-def _stream(seed, sizes):
-    rng = np.random.default_rng(seed)
-    means = np.array([[6.0, 6.0], [-8.0, 3.0], [2.0, -9.0]])
-    return [means[rng.integers(3, size=n)] + rng.normal(size=(n, 2)) for n in sizes]
 
 
 def _run(cfg, ticks, monkeypatch):
@@ -140,8 +136,8 @@ def test_the_count_flushes_are_a_function_of_dp_counts(monkeypatch, broken):
     if broken == "exact_count":
         monkeypatch.setattr(RunSetup, "count_counter", lambda self: _ExactCounter())
     cfg = _cfg()
-    dense = _stream(1, [100] * N_TICKS)
-    sparse_ = _stream(2, [0, 3, 0, 70, 5, 0, 0, 200, 1, 0, 0, 0, 90, 0, 0, 4, 0, 0, 0, 0, 300, 0, 7, 0])
+    dense = three_blob_ticks(1, [100] * N_TICKS)
+    sparse_ = three_blob_ticks(2, [0, 3, 0, 70, 5, 0, 0, 200, 1, 0, 0, 0, 90, 0, 0, 4, 0, 0, 0, 0, 300, 0, 7, 0])
     ok = True
     for s in (dense, sparse_):
         e, log = _run(cfg, s, monkeypatch)
@@ -165,7 +161,7 @@ def test_every_point_enters_one_a_call_and_a_ring_releases_once_per_tick(monkeyp
     e = Engine(cfg, SEED)
     e.A.record_calls = True
     n = 0
-    for x in _stream(3, [60 + 7 * t for t in range(N_TICKS)]):
+    for x in three_blob_ticks(3, [60 + 7 * t for t in range(N_TICKS)]):
         e.step(x)
         n += len(x)
         keys = [k for k, _ in e.A.calls]

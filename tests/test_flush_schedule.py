@@ -24,6 +24,8 @@ from dpstream import DPStreamClusterer, Engine, EngineConfig
 from dpstream import rules
 from dpstream.privacy import PrivacyPlan
 
+from streams import three_blob_ticks  # tests/streams.py
+
 pytestmark = pytest.mark.filterwarnings("ignore::dpstream.noise.UnsafeSeedWarning")
 
 SEED = bytes(range(32))
@@ -34,12 +36,6 @@ def _cfg(**kw):
     base = dict(n_clusters=3, dim=2, radius=20.0, epsilon=1.0, delta=1e-6, horizon_ticks=1024, flush_schedule="dyadic")
     base.update(kw)
     return EngineConfig(**base)
-
-
-def _stream(seed, sizes):
-    rng = np.random.default_rng(seed)
-    means = np.array([[6.0, 6.0], [-8.0, 3.0], [2.0, -9.0]])
-    return [means[rng.integers(3, size=n)] + rng.normal(size=(n, 2)) for n in sizes]
 
 
 def _run(cfg, ticks, monkeypatch):
@@ -100,8 +96,8 @@ def test_the_flush_schedule_is_data_independent(monkeypatch, broken):
 
         monkeypatch.setattr(engine_mod.Engine, "step", step)
     cfg = _cfg()
-    dense = _stream(1, [100] * N_TICKS)
-    sparse_ = _stream(2, [0, 3, 0, 70, 5, 0, 0, 200, 1, 0, 0, 0, 90, 0, 0, 4, 0, 0, 0, 0])
+    dense = three_blob_ticks(1, [100] * N_TICKS)
+    sparse_ = three_blob_ticks(2, [0, 3, 0, 70, 5, 0, 0, 200, 1, 0, 0, 0, 90, 0, 0, 4, 0, 0, 0, 0])
     logs = [_run(cfg, s, monkeypatch)[1] for s in (dense, sparse_)]
     ok = all([t for t, _, _, fl in log if fl] == _replay(log) for log in logs)
     assert ok == (not broken)
@@ -111,7 +107,7 @@ def test_the_flush_schedule_is_data_independent(monkeypatch, broken):
 
 def test_after_each_flush_tick_every_point_so_far_entered_exactly_one_a_call(monkeypatch):
     cfg = _cfg()
-    ticks = _stream(3, [60 + 7 * t for t in range(N_TICKS)])
+    ticks = three_blob_ticks(3, [60 + 7 * t for t in range(N_TICKS)])
     flushed = []
     orig = mr_mod.EpochMergeReduce.flush
     monkeypatch.setattr(mr_mod.EpochMergeReduce, "flush", lambda self, t: (flushed.append(t), orig(self, t))[1])
@@ -174,7 +170,7 @@ def test_a_ring_releases_at_most_once_per_tick_with_the_flush_ticks(monkeypatch)
 
     monkeypatch.setattr(mr_mod.RingMergeReduce, "release_block", release_block)
     e = Engine(cfg, SEED)
-    for x in _stream(4, [100] * N_TICKS):
+    for x in three_blob_ticks(4, [100] * N_TICKS):
         e.step(x)
     assert len(seen) == len(set(seen))
     assert len({t for t, _, _ in seen}) > 5  # fires and flushes both happened
