@@ -89,10 +89,9 @@ def compact_points(x: np.ndarray) -> np.ndarray:
     itself: the same numbers in half the bytes, for the messages and states that carry raw points (the
     shuffles into ShardTicks, RouteByEpoch and AssignRings moved ~0.3 GB each at 10⁵ × 384; on one local
     worker the CPU did not change measurably, docs/beam-graph.md: bytes count where a shuffle crosses the
-    network). Lossless: a
-    finite float64 equal to its float32 is that float32 widened, bit for bit, so a consumer that widens
-    (:func:`wide_points`) computes on the very numbers it would have had. A sample decides first, so data
-    that are not float32 pay almost nothing."""
+    network). Lossless: a finite float64 equal to its float32 is that float32 widened, bit for bit, so a
+    consumer that widens (:func:`wide_points`) computes on the very numbers it would have had. A sample
+    decides first, so data that are not float32 pay almost nothing."""
     if x.dtype != np.float64 or x.size == 0:
         return x
     head = x[:8]
