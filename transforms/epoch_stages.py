@@ -24,7 +24,7 @@ from dpstream.sparse_vector import LevelZeroAboveThreshold
 from transforms.parse import NAMESPACE
 from transforms.messages import TickPoints, PackedParts, RingCenters, RingClosed, RingParts, RingRecords, RingTick, RoutedTicks
 from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, wire, row_blocks, ClusterJob,
-    RunContext, StageFn, load_state, measured, open_msg, store_state, wide_points)
+    RunContext, StageFn, load_state, measured, open_msg, store_state)
 
 
 @dataclass
@@ -114,10 +114,10 @@ class _AssignRingsFn(_EpochStageFn):
         V = self._directions(r, ctx)
         I = job.n_rings
         pending = st.pending
-        # the points as read (compact_points), clipped here, where the rings need them: clipping is row by
-        # row, so it gives the bits ShardTicks would have given, and float32 input crosses two shuffles as float32
-        X, nclip = clip_to_ball(wide_points(np.concatenate(st.x) if len(st.x) > 1 else st.x[0]),
-                                cfg.center_vec, cfg.radius)
+        # the points as read (compact_points), clipped here, where the rings need them: clipping is row by row
+        # and widens float32 exactly before any arithmetic, so it gives the engine's bits, and float32 input
+        # crosses the shuffles into RouteByEpoch and AssignRings as float32
+        X, nclip = clip_to_ball(np.concatenate(st.x) if len(st.x) > 1 else st.x[0], cfg.center_vec, cfg.radius)
         if nclip:
             self._c_clipped.inc(nclip)
         tix = np.repeat(np.arange(len(pending)), [tp.n for tp in pending])
