@@ -6,9 +6,9 @@ graph; for the same seed and rows the releases equal the library's (``Engine`` /
 Stages and keys (r = run, s = point shard, e = epoch index, i = ring):
 
 * :class:`~transforms.shard_ticks.ShardTicks` — key s, the job's only tick timer (batch: one firing at the last tick;
-  looping: one per tick, guarded). Freezes each tick's points, clips them to the public ball and
-  emits, for *every* tick (⊥ heartbeats included), the shard's point count to ``EpochPlan`` and
-  its points to ``RouteByEpoch``.
+  looping: one per tick, guarded). Freezes each tick's points and emits, for *every* tick (⊥
+  heartbeats included), the shard's point count to ``EpochPlan`` and its points, as read (AssignRings
+  clips them), to ``RouteByEpoch``.
 * :class:`EpochPlan` — key r: the run's stream counter (the DP count estimate) and the epoch
   schedule (:class:`dpstream.epochs.EpochPlanner`): every tick's epoch, flush and adoption flags.
   A function of the DP count alone (with the bicriteria: of the CenterRegistry's updates), so it

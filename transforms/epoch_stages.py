@@ -12,17 +12,19 @@ import numpy as np
 
 import apache_beam as beam
 from apache_beam.coders import BytesCoder, PickleCoder
+from apache_beam.metrics import Metrics
 from apache_beam.transforms import userstate
 
 from dpstream import release_step
 from dpstream.merge_reduce import RingMergeReduce as _Ring
-from dpstream.rings import assign_parts
+from dpstream.rings import assign_parts, clip_to_ball
 from dpstream.semicoresets import WeightedSet
 from dpstream.sparse_vector import LevelZeroAboveThreshold
 
+from transforms.parse import NAMESPACE
 from transforms.messages import TickPoints, PackedParts, RingCenters, RingClosed, RingParts, RingRecords, RingTick, RoutedTicks
 from transforms.stages import (IntKeyed, PairKeyed, RELEASE_KEY, wire, row_blocks, ClusterJob,
-    RunContext, StageFn, load_state, measured, open_msg, store_state, wide_points)
+    RunContext, StageFn, load_state, measured, open_msg, store_state)
 
 
 @dataclass
@@ -79,6 +81,7 @@ class _AssignRingsFn(_EpochStageFn):
     def setup(self):
         super().setup()
         self._dirs = {}
+        self._c_clipped = Metrics.counter(NAMESPACE, "clipped")
 
     def _directions(self, r: int, ctx: RunContext):
         V = self._dirs.get(r)
@@ -111,7 +114,12 @@ class _AssignRingsFn(_EpochStageFn):
         V = self._directions(r, ctx)
         I = job.n_rings
         pending = st.pending
-        X = wide_points(np.concatenate(st.x) if len(st.x) > 1 else st.x[0])  # carried as compact_points
+        # the points as read (compact_points), clipped here, where the rings need them: clipping is row by row
+        # and widens float32 exactly before any arithmetic, so it gives the engine's bits, and float32 input
+        # crosses the shuffles into RouteByEpoch and AssignRings as float32
+        X, nclip = clip_to_ball(np.concatenate(st.x) if len(st.x) > 1 else st.x[0], cfg.center_vec, cfg.radius)
+        if nclip:
+            self._c_clipped.inc(nclip)
         tix = np.repeat(np.arange(len(pending)), [tp.n for tp in pending])
         if len(X):
             ring, f = assign_parts(X, C, cfg.ring_base, cfg.n_rings, cfg.ring_ratio, cfg.ring_tolerance)

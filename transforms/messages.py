@@ -47,7 +47,7 @@ class RegistryUpdates(NamedTuple):
 
 
 class ShardPoints(NamedTuple):
-    """A shard's clipped points of consecutive ticks: ``counts`` ``[(t, n)]`` and the points, tick after
+    """A shard's points of consecutive ticks, as read (``AssignRings`` clips them): ``counts`` ``[(t, n)]`` and the points, tick after
     tick, in one array."""
     counts: List[Tuple[int, int]]
     points: np.ndarray

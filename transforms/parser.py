@@ -176,7 +176,7 @@ def _parse_array(arr: np.ndarray, dim: int, slot, ts, mid, out_points, out_dead,
         idx = np.flatnonzero(ok)
         if idx.size:
             slots = idx.astype(np.int64) + slot if slot is not None else np.full(idx.size, -1, np.int64)
-            batch.append(ParsedBatch(np.ascontiguousarray(f[idx]), slots, ts, mid, ts))
+            batch.append(ParsedBatch(f if idx.size == m else f[idx], slots, ts, mid, ts))  # f: a fresh copy
         for i in np.flatnonzero(~ok):
             s_ = None if slot is None else slot + int(i)
             j = int(np.argmax(~np.isfinite(f[i])))

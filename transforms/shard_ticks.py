@@ -1,7 +1,9 @@
 """``ShardTicks``, the first clustering stage (key: point shard): the job's only tick timer. It freezes
-each tick's points (merged in an order that depends only on the set of records), clips them to the
-public ball and emits, for *every* tick (⊥ heartbeats included), the shard's point count to
-``EpochPlan`` and its points to ``RouteByEpoch``. ``transforms/cluster.py`` wires the stages."""
+each tick's points (merged in an order that depends only on the set of records) and emits, for *every*
+tick (⊥ heartbeats included), the shard's point count to ``EpochPlan`` and its points to ``RouteByEpoch``,
+as they were read: ``AssignRings`` clips them to the public ball (row by row, so where does not change a
+bit), so that float32 input crosses the two later shuffles as float32. ``transforms/cluster.py`` wires
+the stages."""
 from __future__ import annotations
 
 import logging
@@ -17,7 +19,6 @@ from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.window import GlobalWindows
 
 from dpstream.clock import merge_partials
-from dpstream.rings import clip_to_ball
 from transforms.messages import ShardCounts, ShardPoints, StartClock
 from transforms.parse import NAMESPACE
 from transforms.stages import (IntKeyed, as_partial, compact_points, partial_bytes, partial_from_bytes, row_blocks,
@@ -42,7 +43,7 @@ class _ShardTicksFn(StageFn):
     def setup(self):
         super().setup()
         c = lambda name: Metrics.counter(NAMESPACE, name)  # noqa: E731
-        self._c_points, self._c_clipped = c("points_processed"), c("clipped")
+        self._c_points = c("points_processed")
         self._c_closed, self._c_obsolete = c("after_close"), c("obsolete_timer_firings")
 
     @measured
@@ -92,9 +93,6 @@ class _ShardTicksFn(StageFn):
         cfg = job.cfg
         ticks = list(range(m.fired + 1, fired + 1))
         x, sizes = merge_ticks([[partial_from_bytes(open_msg(p)) for p in pending.pop(g, ())] for g in ticks], cfg.dim)
-        x, nclip = clip_to_ball(x, cfg.center_vec, cfg.radius)  # row by row: one call for all the ticks
-        if nclip:
-            self._c_clipped.inc(nclip)
         counts, first = {}, {}
         n_all = int(x.shape[0])
         for i, (g, n) in enumerate(zip(ticks, sizes)):
@@ -114,14 +112,15 @@ class _ShardTicksFn(StageFn):
 
 def merge_ticks(parts_by_tick, dim: int):
     """:func:`~dpstream.clock.merge_partials` of every tick's partial batches (a list per tick, in
-    tick order), as one array: ``(points of all the ticks in tick order, points per tick)``. Equal to
+    tick order), as one array: ``(points of all the ticks in tick order, points per tick)``, float32 if
+    every partial's points are (:func:`~transforms.stages.compact_points`), else float64. Equal to
     merging tick by tick; one sort for the ticks whose slots are all known and distinct (the
     position clock: all of them), ``merge_partials`` for the others."""
     sizes = np.array([sum(p.points.shape[0] for p in parts) for parts in parts_by_tick], dtype=np.int64)
     flat = [p for parts in parts_by_tick for p in parts]
     if not flat:
         return np.zeros((0, dim)), sizes
-    pts = np.concatenate([p.points for p in flat], dtype=np.float64).reshape(-1, dim)  # widened: compact_points
+    pts = np.concatenate([p.points for p in flat]).reshape(-1, dim)  # float32 only if all are: exact
     slots = np.concatenate([p.slots for p in flat])
     tick = np.repeat(np.arange(len(parts_by_tick)), sizes)
     order = np.lexsort((slots, tick))  # within a tick: by slot, the order merge_partials gives distinct slots
@@ -142,7 +141,7 @@ def merge_ticks(parts_by_tick, dim: int):
 
 class ShardTicks(beam.PTransform):
     """``((shard, global tick), points | Partial)`` → ``(counts, points)``: per run and tick, every
-    shard's point count (to :class:`EpochPlan`) and its clipped points (to :class:`RouteByEpoch`),
+    shard's point count (to :class:`EpochPlan`) and its points, not yet clipped (to :class:`RouteByEpoch`),
     empty ticks included."""
 
     def __init__(self, job: ClusterJob, label: Optional[str] = None):

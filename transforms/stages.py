@@ -87,11 +87,11 @@ _PARTIAL_DTYPES = ("<f8", "<i8", "<f8")
 def compact_points(x: np.ndarray) -> np.ndarray:
     """``x`` as float32 when every value is one (float32 input read as float64: embeddings, images), else ``x``
     itself: the same numbers in half the bytes, for the messages and states that carry raw points (the
-    shuffles into ShardTicks, RouteByEpoch and AssignRings moved ~0.3 GB each at 10⁵ × 384; on one local
-    worker the CPU did not change measurably, docs/beam-graph.md: bytes count where a shuffle crosses the
-    network). Lossless: a finite float64 equal to its float32 is that float32 widened, bit for bit, so a
-    consumer that widens (:func:`wide_points`) computes on the very numbers it would have had. A sample
-    decides first, so data that are not float32 pay almost nothing."""
+    shuffles into ShardTicks, RouteByEpoch and AssignRings: ~0.3 GB each at 10⁵ × 384 as float64; the
+    points are clipped only in AssignRings so that all three carry float32, docs/beam-graph.md). Lossless: a
+    finite float64 equal to its float32 is that float32 widened, bit for bit, and numpy widens a float32
+    operand before any float64 arithmetic, so a consumer computes on the very numbers it would have had.
+    A sample decides first, so data that are not float32 pay almost nothing."""
     if x.dtype != np.float64 or x.size == 0:
         return x
     head = x[:8]
@@ -101,14 +101,9 @@ def compact_points(x: np.ndarray) -> np.ndarray:
     return y if np.array_equal(y, x) else x
 
 
-def wide_points(x: np.ndarray) -> np.ndarray:
-    """The float64 points a stage computes on, from :func:`compact_points`' encoding."""
-    return np.asarray(x, dtype=np.float64)
-
-
 def partial_bytes(part: Partial):
-    """A partial batch as ``(m, d, points dtype, mids dtype, bytes)``: its four arrays' buffers in one bytes
-    object (what crosses the shuffle into ShardTicks and waits in its bag; ~8,000 of them per run at
+    """A partial batch as ``(m, d, points dtype, mids dtype, buffer)``: its four arrays' bytes in one
+    ``bytearray`` (what crosses the shuffle into ShardTicks and waits in its bag; ~8,000 of them per run at
     n = 1e6), the points as :func:`compact_points` gives them. Pickling the four small arrays cost ~54 µs a
     partial, this a few. A partial with other dtypes (or object ids) is returned as it is."""
     arrs = (part.points, part.slots, part.ts)
@@ -116,13 +111,17 @@ def partial_bytes(part: Partial):
         return part
     m, d = part.points.shape
     pts = compact_points(part.points)
-    return m, d, pts.dtype.str, part.mids.dtype.str, b"".join(np.ascontiguousarray(a).tobytes()
-                                                              for a in (pts,) + arrs[1:] + (part.mids,))
+    parts = [np.ascontiguousarray(a) for a in (pts,) + arrs[1:] + (part.mids,)]
+    buf, at = bytearray(sum(a.nbytes for a in parts)), 0
+    for a in parts:  # one copy of each array (tobytes and then a join copied it twice)
+        buf[at:at + a.nbytes] = memoryview(a.reshape(-1).view(np.uint8))
+        at += a.nbytes
+    return m, d, pts.dtype.str, part.mids.dtype.str, buf
 
 
 def partial_from_bytes(packed) -> Partial:
-    """The inverse of :func:`partial_bytes` (read-only arrays over the bytes; float32 points stay float32:
-    :func:`~transforms.shard_ticks.merge_ticks` widens them)."""
+    """The inverse of :func:`partial_bytes` (arrays over the buffer; float32 points stay float32 until
+    ``AssignRings`` clips them)."""
     if isinstance(packed, Partial):
         return packed
     m, d, pts_dtype, mids_dtype, buf = packed

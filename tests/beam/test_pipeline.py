@@ -84,6 +84,31 @@ def test_batch_job_releases_exactly_what_the_engine_releases(tmp_path, seed_file
     assert _read_jsonl(out / "non_private" / "dead_letter.jsonl") == []
 
 
+@pytest.mark.parametrize("timer, semicoreset", [("batch", "tree"), ("looping", "tree"), ("batch", "snap")])
+def test_float32_rows_clipped_in_assign_rings_release_what_the_engine_releases(tmp_path, seed_file, timer,
+                                                                             semicoreset):
+    """The points cross ShardTicks, RouteByEpoch and AssignRings as they were read (float32 here) and are
+    clipped in AssignRings, not where the engine clips them (on arrival): most rows lie outside the ball,
+    and the releases are still the engine's, bit for bit, in both timer modes; with snap the bicriteria
+    (which clips in its own stage) and the rings see the same clipped points."""
+    rng = np.random.default_rng(7)
+    X = _blobs(1400, rng).astype(np.float32)
+    assert (np.linalg.norm(X.astype(np.float64), axis=1) > 6).mean() > 0.5
+    np.save(tmp_path / "a.npy", X)
+    out = tmp_path / "out"
+    argv = [f"--input={tmp_path}/a.npy", f"--output={out}", "--dim=2", "--radius=6", "--k=3",
+            "--tick_size=200", "--horizon_ticks=8", f"--seed_file={seed_file}", "--epsilon=1",
+            f"--tick_timer={timer}", f"--semicoreset={semicoreset}"]
+    result = _run_batch(argv)
+    got = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
+    job, _ = job_mod.parse_args(argv)
+    want = _engine_releases(job, seed_file, {t + 1: X[t * 200:(t + 1) * 200] for t in range(7)})
+    assert [r["tick"] for r in got] == list(range(1, 9))
+    assert got == want
+    from pipelines.summary import operator_counts
+    assert operator_counts(result)["clipped"] == int((np.linalg.norm(X.astype(np.float64), axis=1) > 6).sum())
+
+
 @pytest.mark.parametrize("semicoreset", ["lloyd", "snap"])
 def test_batch_job_with_the_other_semicoresets_releases_what_the_engine_releases(tmp_path, seed_file, semicoreset):
     """lloyd's blocks ship raw points between AssignRings and RingMergeReduce, snap's counts only (and it

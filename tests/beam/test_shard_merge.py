@@ -93,6 +93,10 @@ def test_points_that_are_float32_cross_as_float32_and_come_back_bit_for_bit():
     parts.append(partial_from_bytes(partial_bytes(no_slots)))  # merge_partials' full key (coordinates), float32
     want.append(merge_partials([no_slots]).points)
     got, sizes = merge_ticks([[parts[0]], [parts[1]], [parts[2]]], 5)
-    assert got.dtype == np.float64 and list(sizes) == [40, 40, 40]
+    assert got.dtype == np.float64 and list(sizes) == [40, 40, 40]  # one float64 partial: all widened
     assert got.tobytes() == np.concatenate(want).tobytes()
+    # every partial float32: the merge stays float32 (AssignRings widens), the very numbers merge_partials gives
+    got, sizes = merge_ticks([[parts[0]], [parts[2]]], 5)
+    assert got.dtype == np.float32 and list(sizes) == [40, 40]
+    assert got.astype(np.float64).tobytes() == np.concatenate([want[0], want[2]]).tobytes()
 
