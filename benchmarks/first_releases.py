@@ -15,6 +15,15 @@ medians. About a second per seed on blobs_1e4/1e5.
 
 ``--no-prefix`` skips the prefix references (slow at high d). References are cached under
 ``--cache`` (default /tmp/dpstream-first-releases).
+
+``--diagnose TICK`` prints, per seed, what the release of tick TICK is made of: each epoch's coreset
+(closed epochs, then the open one: its points, its released mass, the weight factor the release fit gives
+it, and the cost ratio of a k-means fit of that coreset alone), the release's own ratio and that of an
+unweighted fit of the union — all against the prefix's optimum — and the points still waiting in the
+open epoch's blocks (an exact count read from the engine: operator telemetry for this benchmark, never
+part of a release).
+
+    .venv/bin/python benchmarks/first_releases.py blobs_1e5 --eps 0.5 --seeds 3 --diagnose 10
 """
 from __future__ import annotations
 
@@ -49,6 +58,43 @@ def references(ds, prefixes: bool, cache: str) -> dict:
     return ref
 
 
+def diagnose(m, X: np.ndarray, k: int, opt: float) -> str:
+    """What the current release of the estimator ``m`` is made of (see ``--diagnose``): post-processing of
+    its released sets, scored on the prefix ``X`` against its optimum ``opt``."""
+    from dpstream.offline import cluster_coreset
+    from dpstream.semicoresets import WeightedSet
+
+    e = m.engine_
+    cfg = e.cfg
+    sets = list(e.epoch_coresets) + ([e.mr.released()] if e.mr is not None else [])
+    newest = max((i for i, s in enumerate(sets) if len(s)), default=0)
+
+    def ratio(S) -> float:
+        c = cluster_coreset(S.points, S.weights, k, cfg.objective, np.random.default_rng(0), cfg.center_vec, n_init=3)
+        return kmeans_cost(X, c) / opt
+
+    rows = []
+    for i, S in enumerate(sets):
+        tag = "open" if i == len(sets) - 1 and e.mr is not None else "closed"
+        fit = float(cfg.release_epoch_decay) ** max(newest - i, 0) if len(S) else 0.0
+        rows.append(f"    epoch {i} ({tag}): {len(S)} points, mass {S.weights.sum():.0f}, fit factor {fit:.3g}, "
+                    f"alone {ratio(S) if len(S) else float('nan'):.2f}")
+    U = WeightedSet.concat(sets, cfg.dim)
+    return "\n".join([f"  tick {e.t}: release {kmeans_cost(X, m.cluster_centers_) / opt:.2f}, union unweighted "
+                      f"{ratio(U) if len(U) else float('nan'):.2f}, epoch {e.epoch}, waiting in open blocks "
+                      f"{e.mr.buffered() if e.mr is not None else 0} points (not released)"] + rows)
+
+
+def prefix_opt(ds, t: int, ref: dict, cache: str) -> float:
+    """The k-means cost of the prefix of ticks 1..t under ``KMeans(n_init=3)`` (as the checkpoints')."""
+    from sklearn.cluster import KMeans
+
+    if t in ref["ticks"]:
+        return ref["prefix"][ref["ticks"].index(t)]
+    X = ds.X[:min(ds.n, t * ds.tick)]
+    return kmeans_cost(X, KMeans(min(ds.k, len(X)), n_init=3, random_state=0).fit(X).cluster_centers_)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("dataset")
@@ -57,6 +103,8 @@ def main(argv=None):
     ap.add_argument("--exact", action="store_true", help="horizon_ticks = the stream's length")
     ap.add_argument("--no-prefix", action="store_true")
     ap.add_argument("--cache", default="/tmp/dpstream-first-releases")
+    ap.add_argument("--diagnose", type=int, default=0, metavar="TICK",
+                    help="print what the release of tick TICK is made of, per seed")
     ap.add_argument("params", nargs="*", help="advanced parameters, name=JSON value")
     a = ap.parse_intermixed_args(argv)
     warnings.filterwarnings("ignore")
@@ -73,10 +121,12 @@ def main(argv=None):
     for s in range(a.seeds):
         m = DPStreamClusterer(ds.k, epsilon=a.eps, delta=1e-6, radius=ds.radius, center=ds.center, random_state=s,
                               tick_size=ds.tick, **({"horizon_ticks": ds.T} if a.exact else {}), **kw)
-        ck, epochs = {}, []
+        ck, epochs, notes = {}, [], []
         for t in range(1, ds.T + 1):
             m.partial_fit(ds.X[(t - 1) * ds.tick:t * ds.tick])
             epochs.append(m.release_.epoch)
+            if t == a.diagnose:
+                notes.append(diagnose(m, ds.X[:min(ds.n, t * ds.tick)], ds.k, prefix_opt(ds, t, ref, a.cache)))
             if t in want:
                 ck[t] = kmeans_cost(ds.X[:min(ds.n, t * ds.tick)], m.cluster_centers_)
         finals.append(kmeans_cost(ds.X, m.cluster_centers_) / ref["full"])
@@ -85,6 +135,8 @@ def main(argv=None):
         changes = [t + 1 for t in range(1, len(epochs)) if epochs[t] != epochs[t - 1]]
         print(f"seed {s}: final {finals[-1]:.3f}  worst prefix {worst[-1]:.3f}  "
               f"prefix {' '.join(f'{t}:{r:.2f}' for t, r in ratios.items())}  epoch changes {changes}", flush=True)
+        for note in notes:
+            print(note, flush=True)
     print(f"{a.dataset} ε={a.eps:g} {'exact' if a.exact else 'default'} horizon {kw}: final median "
           f"{np.median(finals):.3f}, worst prefix (≥ 10%) median {np.median(worst):.3f}, {a.seeds} seeds")
 

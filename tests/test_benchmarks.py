@@ -176,3 +176,22 @@ def test_an_empty_summary_is_all_not_run_and_held_out_checks_only_cover_held_out
     s = {"aniso32|dpstream|1": cell(1.2), "aniso32|diffprivlib|1": cell(2.0)}
     ho = targets.held_out(s, meta)
     assert [r["result"] for r in ho] == ["PASS", "PASS"] and {r["data"] for r in ho} == {"aniso32"}
+
+
+def test_first_releases_diagnose_lists_every_epoch_of_the_release(tmp_path, capsys):
+    # the benchmark's --diagnose view of a short stream: one block per epoch the run opened, the closed
+    # ones with released mass, the fit factors of the release's age rule (1 for the newest non-empty set)
+    import first_releases
+
+    first_releases.main(["blobs_1e4", "--eps", "1", "--seeds", "1", "--no-prefix", "--diagnose", "10",
+                         "--cache", str(tmp_path)])
+    out = capsys.readouterr().out
+    head = [ln for ln in out.splitlines() if ln.startswith("  tick 10: release ")]
+    assert len(head) == 1
+    n_epochs = int(head[0].split(", epoch ")[1].split(",")[0]) + 1
+    rows = [ln for ln in out.splitlines() if ln.startswith("    epoch ")]
+    assert [int(r.split()[1]) for r in rows] == list(range(n_epochs)) and n_epochs >= 2
+    closed = [r for r in rows if "(closed)" in r]
+    assert len(closed) == n_epochs - 1 and all(float(r.split("mass ")[1].split(",")[0]) > 0 for r in closed)
+    factors = [float(r.split("fit factor ")[1].split(",")[0]) for r in rows]
+    assert max(factors) == 1.0 and all(0 <= f <= 1 for f in factors)
