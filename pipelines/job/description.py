@@ -18,6 +18,9 @@ if TYPE_CHECKING:
     from dpstream.params import EngineConfig
 
 LOCAL_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner", "FnApiRunner", "PrismRunner")
+# the runners whose one worker process runs every key of a stage in turn, on one thread (``--direct_num_workers``
+# above 1 is FnApiRunner's multi_processing; Prism runs its own workers)
+IN_PROCESS_RUNNERS = ("DirectRunner", "BundleBasedDirectRunner", "SwitchingDirectRunner", "FnApiRunner")
 KNOWN_RUNNERS = LOCAL_RUNNERS + ("DataflowRunner", "FlinkRunner", "SparkRunner", "PortableRunner",
                                  "InteractiveRunner", "TestDataflowRunner", "TestDirectRunner")
 # the neighbouring relation each clock protects (docs/privacy.md): a position clock's slots are public, so

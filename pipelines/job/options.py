@@ -14,7 +14,7 @@ from pipelines import unit_options
 BUILTIN_N = 200_000
 DEFAULT_SKEW = 5.0  # --max_clock_skew_seconds
 DEFAULT_K = 5  # also the built-in stream's number of clusters
-DEFAULT_POINT_SHARDS = 8
+DEFAULT_POINT_SHARDS = 8  # several worker processes (Dataflow, Flink, local multi_processing)
 
 
 class OptionError(ValueError):
@@ -102,10 +102,11 @@ def build_parser() -> argparse.ArgumentParser:
                         "(ts_in_future), and redeliveries are remembered for tick + lateness + 2 s + twice this "
                         f"(default {DEFAULT_SKEW:g})")
     g = ap.add_argument_group("parallelism (public)")
-    g.add_argument("--point_shards", type=int, default=DEFAULT_POINT_SHARDS,
+    g.add_argument("--point_shards", type=int, default=None,
                    help="keys the per-point work is spread over (ShardTicks, RouteByEpoch, AssignRings): a record's "
-                        f"shard is its slot (or message id) modulo this; no effect on the releases "
-                        f"(default {DEFAULT_POINT_SHARDS})")
+                        f"shard is its slot (or message id) modulo this; no effect on the releases (default: 1 on "
+                        f"one local worker process, whose one thread would visit the keys one after another; "
+                        f"{DEFAULT_POINT_SHARDS} with several workers: Dataflow, Flink, Spark, local multi_processing)")
     g.add_argument("--bucket_shards", type=int, default=1,
                    help="with --semicoreset snap: keys each (tree, level) of BicriteriaCenters is split over, by "
                         "contiguous ranges of its 4k heavy-hitter buckets (1 to 4k); each range draws its noise "

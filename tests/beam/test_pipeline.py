@@ -63,18 +63,20 @@ def _read_jsonl(path):
 
 # --------------------------------------------------------------------------- equivalence
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-def test_batch_job_releases_exactly_what_the_engine_releases(tmp_path, seed_file, dtype):
+@pytest.mark.parametrize("dtype, shards", [(np.float64, []), (np.float32, ["--point_shards=3"])])
+def test_batch_job_releases_exactly_what_the_engine_releases(tmp_path, seed_file, dtype, shards):
     """float32 rows (inside the ball: not clipped) cross every shuffle as float32 (transforms.stages.compact_points)
-    and are widened where the rings are computed: the releases are still the engine's on the same rows."""
+    and are widened where the rings are computed: the releases are still the engine's on the same rows. One
+    point shard (the default on one local worker) or three (every fan-in waits for all three shards)."""
     rng = np.random.default_rng(1)
     X = _blobs(2300, rng).astype(dtype)
     np.save(tmp_path / "a.npy", X[:1000])
     np.save(tmp_path / "b.npy", X[1000:])  # two files: slots continue across them
     out = tmp_path / "out"
     argv = [f"--input={tmp_path}/*.npy", f"--output={out}", "--dim=2", "--radius=12", "--k=3",
-            "--tick_size=200", "--horizon_ticks=14", f"--seed_file={seed_file}", "--epsilon=1"]
+            "--tick_size=200", "--horizon_ticks=14", f"--seed_file={seed_file}", "--epsilon=1", *shards]
     _run_batch(argv)
+    assert job_mod.parse_args(argv)[0].point_shards == (3 if shards else 1)
     got = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
     job, _ = job_mod.parse_args(argv)
     want = _engine_releases(job, seed_file, {t + 1: X[t * 200:(t + 1) * 200] for t in range(12)})
@@ -135,7 +137,7 @@ def test_snap_job_with_bucket_shards_releases_what_the_engine_releases(tmp_path,
     """--semicoreset snap runs BicriteriaCenters on Q·(L+1)·S (tree, level, bucket shard) keys and the
     CenterRegistry merges their reports: the releases are the engine's with the same bucket_shards, whether
     the level updates are summed per bundle (batch timer; emitted early past a byte budget: 1 byte = after
-    every batch) or sent one per point shard (looping timer)."""
+    every batch) or sent one per point shard (looping timer, here over four point shards)."""
     if held_bytes is not None:
         from transforms.bicriteria import _LevelUpdatesFn
         monkeypatch.setattr(_LevelUpdatesFn, "MAX_HELD_BYTES", held_bytes)
@@ -145,7 +147,7 @@ def test_snap_job_with_bucket_shards_releases_what_the_engine_releases(tmp_path,
     out = tmp_path / "out"
     argv = [f"--input={tmp_path}/a.npy", f"--output={out}", "--dim=2", "--radius=12", "--k=3", "--tick_size=150",
             "--horizon_ticks=11", f"--seed_file={seed_file}", "--epsilon=2", "--semicoreset=snap",
-            f"--bucket_shards={bucket_shards}", f"--tick_timer={timer}"]
+            f"--bucket_shards={bucket_shards}", f"--tick_timer={timer}", f"--point_shards={4 if timer == 'looping' else 1}"]
     _run_batch(argv)
     got = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
     job, _ = job_mod.parse_args(argv)
@@ -279,7 +281,7 @@ class _Stamp(beam.DoFn):
 
 def _run_teststream(records, out, seed_file, lateness="0"):
     argv = _event_argv(out, seed_file, ["--input_subscription=projects/p/subscriptions/unused",
-                                        f"--allowed_lateness_seconds={lateness}"])
+                                        f"--allowed_lateness_seconds={lateness}", "--point_shards=3"])
     job, _ = job_mod.parse_args(argv)
     os.makedirs(out, exist_ok=True)
     ts_stream = _TestStream(coder=PickleCoder())

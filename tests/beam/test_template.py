@@ -57,6 +57,7 @@ SAMPLES = {
     "k": "5",
     "dim": "2",
     "radius": "15.5",
+    "point_shards": "8",
     "center": "-0.5,1e-3",
     "columns": "lat,lon",
     "delimiter": ";",
