@@ -214,6 +214,8 @@ def release_fit_sample(cfg: EngineConfig, noise, sets, pts: np.ndarray, w: np.nd
     factor = decay ** ages
     if cfg.release_decay_rule == "covered":
         factor = _uncovered_kept(sets, factor, cfg.release_cover_factor)
+    elif cfg.release_decay_rule == "clusters":
+        factor = _stopped_clusters_kept(cfg, noise, sets, S, factor, epoch, t)
     rng = noise.generator(("release", epoch, t, "B-fit"))
     return sensitivity_sample(S.points, S.weights * factor, cfg.s_b, cfg.n_clusters, rng, z)
 
@@ -236,6 +238,37 @@ def _uncovered_kept(sets, factor: np.ndarray, cover: float) -> np.ndarray:
         near = tree.query(sets[i].points, k=1)[0] <= cover * spacing
         seg = slice(starts[i], starts[i + 1])
         out[seg] = np.where(near, factor[seg], 1.0)
+    return out
+
+
+# an old epoch's cluster counts as still arriving when the newer epochs hold at least this share of its
+# mass there; with doubling epochs a stationary stream's newer epochs hold ≥ 1× it in every cluster,
+# and a cluster that stopped arriving holds ~0 (only noise points of the newer epochs' leaves)
+_STILL_ARRIVING = 0.5
+
+
+def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, factor: np.ndarray, epoch: int,
+                           t: int) -> np.ndarray:
+    """``release_decay_rule="clusters"``: the age decay applies to an old epoch's points only in the clusters
+    that newer epochs still fill. The clusters are a k-means fit of every epoch's points at full weight
+    (under its own key); an old epoch's points in a cluster where the newer epochs' mass is under
+    ``_STILL_ARRIVING`` times the old epoch's keep their whole weight: a cluster that stopped arriving (an
+    in-order or drifting stream) is not faded by epochs that never saw it. The k-means partition sets the
+    scale of "nearby", which a distance to single noisy leaf means cannot (the ``"covered"`` rule).
+    Post-processing of released sets."""
+    k = cfg.n_clusters
+    C = cluster_coreset(S.points, S.weights, k, cfg.objective, noise.generator(("release", epoch, t, "B-fit clusters")),
+                        cfg.center_vec, n_init=1)
+    lab = np.argmin((C * C).sum(axis=1)[None, :] - 2.0 * S.points @ C.T, axis=1)  # nearest center, no n×k×d array
+    ep = np.concatenate([np.full(len(s), i) for i, s in enumerate(sets)])
+    w = np.maximum(S.weights, 0.0)
+    out = factor.copy()
+    for i in range(len(sets) - 1):
+        own = np.bincount(lab[ep == i], weights=w[ep == i], minlength=k)
+        newer = np.bincount(lab[ep > i], weights=w[ep > i], minlength=k)
+        stopped = newer < _STILL_ARRIVING * own
+        seg = ep == i
+        out[seg] = np.where(stopped[lab[seg]], 1.0, factor[seg])
     return out
 
 
