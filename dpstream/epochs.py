@@ -245,6 +245,7 @@ def _uncovered_kept(sets, factor: np.ndarray, cover: float) -> np.ndarray:
 # mass there; with doubling epochs a stationary stream's newer epochs hold ≥ 1× it in every cluster,
 # and a cluster that stopped arriving holds ~0 (only noise points of the newer epochs' leaves)
 _STILL_ARRIVING = 0.5
+_POINTS_PER_CLUSTER = 4
 
 
 def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, factor: np.ndarray, epoch: int,
@@ -256,7 +257,9 @@ def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, facto
     in-order or drifting stream) is not faded by epochs that never saw it. The k-means partition sets the
     scale of "nearby", which a distance to single noisy leaf means cannot (the ``"covered"`` rule).
     Post-processing of released sets."""
-    k = cfg.n_clusters
+    # a fit with about as many centers as points makes every old point a cluster of its own, which no newer
+    # point shares: the first epochs' few coarse leaf means would all count as stopped
+    k = max(1, min(cfg.n_clusters, len(S) // _POINTS_PER_CLUSTER))
     C = cluster_coreset(S.points, S.weights, k, cfg.objective, noise.generator(("release", epoch, t, "B-fit clusters")),
                         cfg.center_vec, n_init=1)
     lab = np.argmin((C * C).sum(axis=1)[None, :] - 2.0 * S.points @ C.T, axis=1)  # nearest center, no n×k×d array
