@@ -160,6 +160,8 @@ class MergeReduce:
         (:class:`~dpstream.choices.ReleaseDecayRule`).
       release_cover_factor: with the ``covered`` rule, an old point decays when a newer epoch's point is
         within this many times the newer points' spacing (> 0).
+        The ``clusters`` rule instead decays an old epoch's points only in the clusters (a k-means fit of
+        every released epoch) where the newer epochs hold at least half its mass.
     """
     n_rings: int = 12
     ring_ratio: float = 2.0
