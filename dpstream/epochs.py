@@ -241,10 +241,10 @@ def _uncovered_kept(sets, factor: np.ndarray, cover: float) -> np.ndarray:
     return out
 
 
-# an old epoch's cluster counts as still arriving when the newer epochs hold at least this share of its
-# mass there; with doubling epochs a stationary stream's newer epochs hold ≥ 1× it in every cluster,
-# and a cluster that stopped arriving holds ~0 (only noise points of the newer epochs' leaves)
-_STILL_ARRIVING = 0.5
+# an old epoch's cluster counts as still arriving when the newer epochs' share of their mass there is at
+# least this part of the old epoch's share (shares, as the open epoch starts small): a stationary stream's
+# shares are alike, a cluster that stopped arriving holds ~0 of the newer mass (noisy leaf means only)
+_STILL_ARRIVING = 0.1
 _POINTS_PER_CLUSTER = 4
 
 
@@ -252,13 +252,14 @@ def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, facto
                            t: int) -> np.ndarray:
     """``release_decay_rule="clusters"``: the age decay applies to an old epoch's points only in the clusters
     that newer epochs still fill. The clusters are a k-means fit of every epoch's points at full weight
-    (under its own key); an old epoch's points in a cluster where the newer epochs' mass is under
-    ``_STILL_ARRIVING`` times the old epoch's keep their whole weight: a cluster that stopped arriving (an
-    in-order or drifting stream) is not faded by epochs that never saw it. The k-means partition sets the
-    scale of "nearby", which a distance to single noisy leaf means cannot (the ``"covered"`` rule).
-    Post-processing of released sets."""
+    (under its own key, at most one center per ``_POINTS_PER_CLUSTER`` points); an old epoch's points in a
+    cluster that held at least 1/(2k) of that epoch's mass, and where the newer epochs' share of their mass
+    is under ``_STILL_ARRIVING`` times the old epoch's share, keep their whole weight: a cluster that stopped
+    arriving (an in-order or drifting stream) is not faded by epochs that never saw it. The first epoch
+    always decays by age. The k-means partition sets the scale of "nearby", which a distance to single
+    noisy leaf means cannot (the ``"covered"`` rule). Post-processing of released sets."""
     # a fit with about as many centers as points makes every old point a cluster of its own, which no newer
-    # point shares: the first epochs' few coarse leaf means would all count as stopped
+    # point shares: a few coarse leaf means would all count as stopped
     k = max(1, min(cfg.n_clusters, len(S) // _POINTS_PER_CLUSTER))
     C = cluster_coreset(S.points, S.weights, k, cfg.objective, noise.generator(("release", epoch, t, "B-fit clusters")),
                         cfg.center_vec, n_init=1)
@@ -266,10 +267,14 @@ def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, facto
     ep = np.concatenate([np.full(len(s), i) for i, s in enumerate(sets)])
     w = np.maximum(S.weights, 0.0)
     out = factor.copy()
-    for i in range(len(sets) - 1):
+    # the first epoch's rings are the ball's alone: its leaf means average whole groups of clusters, a
+    # clump of its own that no later epoch fills (measured: nearly all that a shuffled stream kept)
+    for i in range(1, len(sets) - 1):
         own = np.bincount(lab[ep == i], weights=w[ep == i], minlength=k)
         newer = np.bincount(lab[ep > i], weights=w[ep > i], minlength=k)
-        stopped = newer < _STILL_ARRIVING * own
+        # shares, not masses (the open epoch starts small), and only a cluster that held a real share of
+        # the old epoch (not a few stray leaf means that the fit happened to give a center)
+        stopped = (newer * own.sum() < _STILL_ARRIVING * own * newer.sum()) & (2 * k * own >= own.sum())
         seg = ep == i
         out[seg] = np.where(stopped[lab[seg]], 1.0, factor[seg])
     return out

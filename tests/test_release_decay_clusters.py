@@ -5,7 +5,8 @@ The release's k centers are fitted to every epoch's coreset with old epochs' wei
 (of a k-means fit of all released epochs) that the newer epochs no longer fill. What must hold:
 
 * a cluster that stopped arriving keeps its weight, one the newer epochs fill decays by age, the
-  newer epochs are untouched, and a stationary stream decays exactly as the age rule;
+  newer epochs are untouched, the first epoch (the ball's rings: coarse leaf means) always decays by
+  age, and a stationary stream decays exactly as the age rule;
 * the rule reads the released epoch coresets and keyed noise only (post-processing): the same released
   sets give the same fit sample whatever raw points produced them, and a broken variant that reads
   anything else is caught by that replay;
@@ -52,17 +53,19 @@ def _kept(cfg, sets, t=5):
 
 def test_a_cluster_that_stopped_arriving_keeps_its_weight():
     rng = np.random.default_rng(0)
+    first = _set(rng, [(30, 0)], 10)        # the first epoch: only ever decayed by age
     old = _set(rng, [(0, 0), (30, 0)], 20)  # clusters at 0 and at 30 ...
     new = _set(rng, [(0, 0), (0, 30)], 40)  # ... and only the one at 0 still arrives
-    out = _kept(_cfg(), [old, new])
-    assert np.all(out[:20] == 0.5)      # old points where the newer epoch arrives: decayed by age
-    assert np.all(out[20:40] == 1.0)    # the stopped cluster at 30: whole weight
-    assert np.all(out[40:] == 1.0)      # the newest epoch: age 0
+    out = _kept(_cfg(), [first, old, new])
+    assert np.all(out[:10] == 0.25)
+    assert np.all(out[10:30] == 0.5)    # old points where the newer epoch arrives: decayed by age
+    assert np.all(out[30:50] == 1.0)    # the stopped cluster at 30: whole weight
+    assert np.all(out[50:] == 1.0)      # the newest epoch: age 0
 
 
 def test_a_stationary_stream_decays_exactly_by_age():
     rng = np.random.default_rng(1)
-    sets = [_set(rng, [(0, 0), (30, 0), (0, 30)], n) for n in (10, 20, 40)]
+    sets = [_set(rng, [(0, 0), (30, 0), (0, 30)], n) for n in (10, 20, 40, 80)]
     np.testing.assert_array_equal(_kept(_cfg(), sets), _factor(sets))
 
 
@@ -70,10 +73,11 @@ def test_a_few_released_points_are_no_stopped_clusters():
     """Three old coarse points and four newer ones with k = 3: a partition with a center per point
     would call every old point a stopped cluster; at most one center per four points covers them."""
     rng = np.random.default_rng(2)
+    first = WeightedSet(rng.normal(size=(2, 2)) * 5, np.full(2, 50.0), np.full(2, -1))
     old = WeightedSet(rng.normal(size=(3, 2)) * 5, np.full(3, 50.0), np.full(3, -1))
     new = WeightedSet(rng.normal(size=(4, 2)) * 5, np.full(4, 50.0), np.full(4, -1))
-    out = _kept(_cfg(), [old, new])
-    assert np.all(out[:3] == 0.5)
+    out = _kept(_cfg(), [first, old, new])
+    assert np.all(out[2:5] == 0.5)
 
 
 def _drifting_ticks(rng, shift):
@@ -98,7 +102,7 @@ def test_the_rule_reads_the_released_sets_alone(monkeypatch):
     e = Engine(cfg, SEED)
     for x in _drifting_ticks(np.random.default_rng(3), 0.0):
         e.step(x)
-    assert len(e.epoch_coresets) >= 2
+    assert len(e.epoch_coresets) >= 3
     sets, t, ep = _released_sets(e), e.t, e.epoch
 
     def replay():
