@@ -246,6 +246,7 @@ def _uncovered_kept(sets, factor: np.ndarray, cover: float) -> np.ndarray:
 # shares are alike, a cluster that stopped arriving holds ~0 of the newer mass (noisy leaf means only)
 _STILL_ARRIVING = 0.1
 _POINTS_PER_CLUSTER = 4
+_MIN_POINTS = 2
 
 
 def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, factor: np.ndarray, epoch: int,
@@ -272,9 +273,13 @@ def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, facto
     for i in range(1, len(sets) - 1):
         own = np.bincount(lab[ep == i], weights=w[ep == i], minlength=k)
         newer = np.bincount(lab[ep > i], weights=w[ep > i], minlength=k)
+        if newer.sum() < own.sum():  # the newer epochs too young to tell (a small cluster may be unsampled yet)
+            continue
         # shares, not masses (the open epoch starts small), and only a cluster that held a real share of
         # the old epoch (not a few stray leaf means that the fit happened to give a center)
-        stopped = (newer * own.sum() < _STILL_ARRIVING * own * newer.sum()) & (2 * k * own >= own.sum())
+        n_own = np.bincount(lab[ep == i], minlength=k)  # released points, not mass: one noisy leaf mean is no cluster
+        stopped = ((newer * own.sum() < _STILL_ARRIVING * own * newer.sum()) & (2 * k * own >= own.sum())
+                   & (n_own >= _MIN_POINTS))
         seg = ep == i
         out[seg] = np.where(stopped[lab[seg]], 1.0, factor[seg])
     return out
