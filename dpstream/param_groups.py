@@ -178,7 +178,7 @@ class MergeReduce:
     flush_min_blocks: float = 0.5
     coreset_size: Optional[int] = None
     release_epoch_decay: float = 0.5
-    release_decay_rule: ReleaseDecayRule = ReleaseDecayRule.AGE
+    release_decay_rule: ReleaseDecayRule = ReleaseDecayRule.CLUSTERS
     release_cover_factor: float = 3.0
 
 
