@@ -80,56 +80,75 @@ def test_a_few_released_points_are_no_stopped_clusters():
     assert np.all(out[2:5] == 0.5)
 
 
-def _drifting_ticks(rng, shift):
-    """12 ticks: two clusters for six ticks, then a third one only (the first two stop arriving)."""
+def _drifting_ticks(rng, shift, last_extra=0):
+    """20 ticks: two clusters for three ticks, then a third one only (the first two stop arriving before
+    the epochs that start at ticks 4 and 8)."""
     out = []
-    for t in range(12):
-        c = [(-25 + shift, 0), (25 + shift, 0)] if t < 6 else [(0, 35)]
-        out.append(np.vstack([rng.normal(size=(150, 2)) * 2 + np.array(x) for x in c]))
+    for t in range(20):
+        c = [(-25 + shift, 0), (25 + shift, 0)] if t < 3 else [(0, 35), (0, 35)]
+        out.append(np.vstack([rng.normal(size=(1000, 2)) * 2 + np.array(x) for x in c]))
+    out[-1] = np.vstack([out[-1], rng.normal(size=(last_extra, 2)) + np.array([0, 35])])
     return out
 
 
-def _released_sets(e):
-    return list(e.epoch_coresets) + [e.mr.released()]
+_RAW = {"n": 0}  # what a broken rule could read besides the released sets: the last tick's exact size
+
+
+def _broken_rule(cfg, noise, sets, S, factor, epoch, t):
+    """A rule that also reads the raw stream: it keeps every old point whole when the last tick held an
+    even number of points."""
+    return np.ones_like(factor) if _RAW["n"] % 2 == 0 else _ORIG(cfg, noise, sets, S, factor, epoch, t)
+
+
+_ORIG = epochs_mod._stopped_clusters_kept
+
+
+def _replay_matches(monkeypatch, broken: bool) -> bool:
+    """Run an engine on a drifting stream, then another on a different raw stream; replay the first
+    engine's last release fit from its released epoch coresets and keyed noise alone. True when the
+    replay gives the first engine's fit sample exactly."""
+    if broken:
+        monkeypatch.setattr(epochs_mod, "_stopped_clusters_kept", _broken_rule)
+    cfg = _cfg(epsilon=2.0)
+
+    def run(ticks):
+        e = Engine(cfg, SEED)
+        for x in ticks:
+            _RAW["n"] = len(x)
+            e.step(x)
+        return e
+
+    e = run(_drifting_ticks(np.random.default_rng(3), 0.0))  # last tick: 2000 points
+    assert len(e.epoch_coresets) >= 3
+    got = e._released.coreset
+    sets, t, ep = list(e.epoch_coresets) + [e.mr.released()], e.t, e.epoch
+    run(_drifting_ticks(np.random.default_rng(4), 3.0, last_extra=1))  # other raw points; last tick: 2001
+    S = WeightedSet.concat(sets, cfg.dim)
+    pts, w = epochs_mod.release_sample(cfg, NoiseSource(SEED), S, ep, t, cfg.z)
+    fp, fw = epochs_mod.release_fit_sample(cfg, NoiseSource(SEED), sets, pts, w, ep, t, cfg.z)
+    return np.array_equal(fp, got.fit_points) and np.array_equal(fw, got.fit_weights)
 
 
 def test_the_rule_reads_the_released_sets_alone(monkeypatch):
-    """Replay: the release fit sample recomputed from the engine's released epoch coresets and the keyed
-    noise equals the engine's, and equals it again for a second engine whose raw points differ (the sets
-    swapped in). A broken rule that reads the raw stream (here: the engine's last tick's points, through
-    a module global) gives a different sample on the replay, and the check catches it."""
-    cfg = _cfg(first_epoch_blocks=0.25, block_size=150)
+    """Replay: the release fit sample recomputed from the engine's released epoch coresets and keyed noise
+    equals the engine's, after a second engine has run on other raw points. The same check catches a
+    broken rule that also reads the raw stream (the last tick's exact size)."""
+    assert _replay_matches(monkeypatch, broken=False)
+    assert not _replay_matches(monkeypatch, broken=True)
+
+
+def test_the_rule_keeps_the_clusters_a_drifting_engine_stopped_receiving():
+    """End to end: on a stream whose first two clusters stop arriving, the engine's last release fit keeps
+    some old points whole, where the age rule would have decayed them all."""
+    cfg = _cfg(epsilon=2.0)
     e = Engine(cfg, SEED)
     for x in _drifting_ticks(np.random.default_rng(3), 0.0):
         e.step(x)
-    assert len(e.epoch_coresets) >= 3
-    sets, t, ep = _released_sets(e), e.t, e.epoch
-
-    def replay():
-        S = WeightedSet.concat(sets, cfg.dim)
-        pts, w = epochs_mod.release_sample(cfg, NoiseSource(SEED), S, ep, t, cfg.z)
-        return epochs_mod.release_fit_sample(cfg, NoiseSource(SEED), sets, pts, w, ep, t, cfg.z)
-
-    first = replay()
-    # another raw stream (shifted clusters) run through a second engine: the replay reads only `sets`
-    e2 = Engine(cfg, SEED)
-    for x in _drifting_ticks(np.random.default_rng(4), 3.0):
-        e2.step(x)
-    again = replay()
-    np.testing.assert_array_equal(first[0], again[0])
-    np.testing.assert_array_equal(first[1], again[1])
-
-    orig = epochs_mod._stopped_clusters_kept
-    leak = {"x": e2.n_points}
-
-    def broken(cfg_, noise, sets_, S, factor, epoch, t_):  # keeps every old point whole on a raw count
-        out = orig(cfg_, noise, sets_, S, factor, epoch, t_)
-        return np.ones_like(out) if leak["x"] % 2 == 0 else out
-
-    monkeypatch.setattr(epochs_mod, "_stopped_clusters_kept", broken)
-    leaked = replay()
-    caught = len(leaked[0]) != len(first[0]) or not np.array_equal(leaked[1], first[1])
-    assert caught
+    sets = [s for s in list(e.epoch_coresets) + [e.mr.released()] if len(s)]
+    S = WeightedSet.concat(sets, cfg.dim)
+    age = _factor(sets)
+    out = epochs_mod._stopped_clusters_kept(cfg, e.noise, sets, S, age, e.epoch, e.t)
+    assert np.any((out == 1.0) & (age < 1.0))
 
 
 def test_the_plan_does_not_depend_on_the_rule():
