@@ -157,11 +157,11 @@ class MergeReduce:
       release_epoch_decay: the release's k centers are fitted with each epoch's weights times this
         factor per epoch of age, in (0, 1]; the released coreset keeps its weights.
       release_decay_rule: which old points that decay applies to
-        (:class:`~dpstream.choices.ReleaseDecayRule`).
+        (:class:`~dpstream.choices.ReleaseDecayRule`); the default ``clusters`` spares an old epoch's
+        points in the clusters (of a k-means fit of every released epoch) that the newer epochs no
+        longer fill (:func:`dpstream.epochs.release_fit_sample`).
       release_cover_factor: with the ``covered`` rule, an old point decays when a newer epoch's point is
         within this many times the newer points' spacing (> 0).
-        The ``clusters`` rule instead decays an old epoch's points only in the clusters (a k-means fit of
-        every released epoch) where the newer epochs hold at least half its mass.
     """
     n_rings: int = 12
     ring_ratio: float = 2.0
