@@ -56,6 +56,7 @@ class ReleaseDecayRule(_Choice):
     """Where an old epoch's points lose weight in the release's fit (:mod:`dpstream.release_step`)."""
     AGE = "age"          # every old epoch's point, by its age
     COVERED = "covered"  # only where a newer epoch has points nearby
+    CLUSTERS = "clusters"  # only in the clusters (of a k-means fit of every epoch) that newer epochs fill too
 
 
 class RingCenters(_Choice):

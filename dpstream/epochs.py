@@ -214,6 +214,8 @@ def release_fit_sample(cfg: EngineConfig, noise, sets, pts: np.ndarray, w: np.nd
     factor = decay ** ages
     if cfg.release_decay_rule == "covered":
         factor = _uncovered_kept(sets, factor, cfg.release_cover_factor)
+    elif cfg.release_decay_rule == "clusters":
+        factor = _stopped_clusters_kept(cfg, noise, sets, S, factor, epoch, t)
     rng = noise.generator(("release", epoch, t, "B-fit"))
     return sensitivity_sample(S.points, S.weights * factor, cfg.s_b, cfg.n_clusters, rng, z)
 
@@ -236,6 +238,50 @@ def _uncovered_kept(sets, factor: np.ndarray, cover: float) -> np.ndarray:
         near = tree.query(sets[i].points, k=1)[0] <= cover * spacing
         seg = slice(starts[i], starts[i + 1])
         out[seg] = np.where(near, factor[seg], 1.0)
+    return out
+
+
+# an old epoch's cluster counts as still arriving when the newer epochs' share of their mass there is at
+# least this part of the old epoch's share (shares, as the open epoch starts small): a stationary stream's
+# shares are alike, a cluster that stopped arriving holds ~0 of the newer mass (noisy leaf means only)
+_STILL_ARRIVING = 0.1
+_POINTS_PER_CLUSTER = 4
+_MIN_POINTS = 2
+
+
+def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, factor: np.ndarray, epoch: int,
+                           t: int) -> np.ndarray:
+    """``release_decay_rule="clusters"``: the age decay applies to an old epoch's points only in the clusters
+    that newer epochs still fill. The clusters are a k-means fit of every epoch's points at full weight
+    (under its own key, at most one center per ``_POINTS_PER_CLUSTER`` points); an old epoch's points in a
+    cluster that held at least 1/(2k) of that epoch's mass, and where the newer epochs' share of their mass
+    is under ``_STILL_ARRIVING`` times the old epoch's share, keep their whole weight: a cluster that stopped
+    arriving (an in-order or drifting stream) is not faded by epochs that never saw it. The first epoch
+    always decays by age. The k-means partition sets the scale of "nearby", which a distance to single
+    noisy leaf means cannot (the ``"covered"`` rule). Post-processing of released sets."""
+    # a fit with about as many centers as points makes every old point a cluster of its own, which no newer
+    # point shares: a few coarse leaf means would all count as stopped
+    k = max(1, min(cfg.n_clusters, len(S) // _POINTS_PER_CLUSTER))
+    C = cluster_coreset(S.points, S.weights, k, cfg.objective, noise.generator(("release", epoch, t, "B-fit clusters")),
+                        cfg.center_vec, n_init=1)
+    lab = np.argmin((C * C).sum(axis=1)[None, :] - 2.0 * S.points @ C.T, axis=1)  # nearest center, no n×k×d array
+    ep = np.concatenate([np.full(len(s), i) for i, s in enumerate(sets)])
+    w = np.maximum(S.weights, 0.0)
+    out = factor.copy()
+    # the first epoch's rings are the ball's alone: its leaf means average whole groups of clusters, a
+    # clump of its own that no later epoch fills (measured: nearly all that a shuffled stream kept)
+    for i in range(1, len(sets) - 1):
+        own = np.bincount(lab[ep == i], weights=w[ep == i], minlength=k)
+        newer = np.bincount(lab[ep > i], weights=w[ep > i], minlength=k)
+        if newer.sum() < own.sum():  # the newer epochs too young to tell (a small cluster may be unsampled yet)
+            continue
+        # shares, not masses (the open epoch starts small), and only a cluster that held a real share of
+        # the old epoch (not a few stray leaf means that the fit happened to give a center)
+        n_own = np.bincount(lab[ep == i], minlength=k)  # released points, not mass: one noisy leaf mean is no cluster
+        stopped = ((newer * own.sum() < _STILL_ARRIVING * own * newer.sum()) & (2 * k * own >= own.sum())
+                   & (n_own >= _MIN_POINTS))
+        seg = ep == i
+        out[seg] = np.where(stopped[lab[seg]], 1.0, factor[seg])
     return out
 
 

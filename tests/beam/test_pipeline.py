@@ -563,3 +563,13 @@ def test_batch_job_with_ring_tolerance_releases_what_the_engine_releases(tmp_pat
     want = _engine_releases(job, seed_file, {t + 1: X[t * 200:(t + 1) * 200] for t in range(6)})
     assert [r["tick"] for r in got] == list(range(1, 8))
     assert got == want
+
+
+def test_batch_job_with_the_cluster_decay_rule_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
+    """release_decay_rule="clusters" (the release fit's age decay only where newer epochs still fill a
+    cluster, under its own key): the job's ReleaseCoreset stage calls the same step, so its releases are
+    the engine's, over several epoch changes."""
+    got, want, cfg = _job_and_engine_with(dict(release_decay_rule="clusters"), 5, tmp_path, seed_file, monkeypatch)
+    assert cfg.release_decay_rule == "clusters"
+    assert got == want and len(got) == 40
+    assert got[-1]["epoch"] >= 2  # at least two closed epochs: the rule had old epochs to weigh

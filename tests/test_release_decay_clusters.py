@@ -1,0 +1,157 @@
+"""``release_decay_rule="clusters"``: the release fit's age decay only where newer epochs still arrive.
+
+The release's k centers are fitted to every epoch's coreset with old epochs' weights decayed by age
+(``release_epoch_decay``). With this rule an old epoch's points keep their whole weight in the clusters
+(of a k-means fit of all released epochs) that the newer epochs no longer fill. What must hold:
+
+* a cluster that stopped arriving keeps its weight, one the newer epochs fill decays by age, the
+  newer epochs are untouched, the first epoch (the ball's rings: coarse leaf means) always decays by
+  age, and a stationary stream decays exactly as the age rule;
+* the rule reads the released epoch coresets and keyed noise only (post-processing): the same released
+  sets give the same fit sample whatever raw points produced them, and a broken variant that reads
+  anything else is caught by that replay;
+* with a handful of released points, no point is a cluster of its own (the first epochs' coarse leaf
+  means are not kept whole);
+* the privacy plan does not change.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dpstream.epochs as epochs_mod
+from dpstream import Engine, EngineConfig
+from dpstream.noise import NoiseSource
+from dpstream.privacy import PrivacyPlan
+from dpstream.semicoresets import WeightedSet
+
+pytestmark = pytest.mark.filterwarnings("ignore::dpstream.noise.UnsafeSeedWarning")
+
+SEED = bytes(range(32))
+
+
+def _cfg(**kw):
+    base = dict(n_clusters=3, dim=2, radius=60.0, epsilon=1.0, delta=1e-6, horizon_ticks=64,
+                release_decay_rule="clusters")
+    base.update(kw)
+    return EngineConfig(**base)
+
+
+def _set(rng, centers, n):
+    P = np.vstack([rng.normal(size=(n, 2)) + c for c in centers])
+    return WeightedSet(P, np.full(len(P), 10.0), np.full(len(P), -1))
+
+
+def _factor(sets, decay=0.5):
+    return np.concatenate([np.full(len(s), decay ** (len(sets) - 1 - i)) for i, s in enumerate(sets)])
+
+
+def _kept(cfg, sets, t=5):
+    S = WeightedSet.concat(sets, cfg.dim)
+    return epochs_mod._stopped_clusters_kept(cfg, NoiseSource(SEED), sets, S, _factor(sets), 2, t)
+
+
+def test_a_cluster_that_stopped_arriving_keeps_its_weight():
+    rng = np.random.default_rng(0)
+    first = _set(rng, [(30, 0)], 10)        # the first epoch: only ever decayed by age
+    old = _set(rng, [(0, 0), (30, 0)], 20)  # clusters at 0 and at 30 ...
+    new = _set(rng, [(0, 0), (0, 30)], 40)  # ... and only the one at 0 still arrives
+    out = _kept(_cfg(), [first, old, new])
+    assert np.all(out[:10] == 0.25)
+    assert np.all(out[10:30] == 0.5)    # old points where the newer epoch arrives: decayed by age
+    assert np.all(out[30:50] == 1.0)    # the stopped cluster at 30: whole weight
+    assert np.all(out[50:] == 1.0)      # the newest epoch: age 0
+
+
+def test_a_stationary_stream_decays_exactly_by_age():
+    rng = np.random.default_rng(1)
+    sets = [_set(rng, [(0, 0), (30, 0), (0, 30)], n) for n in (10, 20, 40, 80)]
+    np.testing.assert_array_equal(_kept(_cfg(), sets), _factor(sets))
+
+
+def test_a_few_released_points_are_no_stopped_clusters():
+    """Three old coarse points and four newer ones with k = 3: a partition with a center per point
+    would call every old point a stopped cluster; at most one center per four points covers them."""
+    rng = np.random.default_rng(2)
+    first = WeightedSet(rng.normal(size=(2, 2)) * 5, np.full(2, 50.0), np.full(2, -1))
+    old = WeightedSet(rng.normal(size=(3, 2)) * 5, np.full(3, 50.0), np.full(3, -1))
+    new = WeightedSet(rng.normal(size=(4, 2)) * 5, np.full(4, 50.0), np.full(4, -1))
+    out = _kept(_cfg(), [first, old, new])
+    assert np.all(out[2:5] == 0.5)
+
+
+def _drifting_ticks(rng, shift, last_extra=0):
+    """20 ticks: two clusters for three ticks, then a third one only (the first two stop arriving before
+    the epochs that start at ticks 4 and 8)."""
+    out = []
+    for t in range(20):
+        c = [(-25 + shift, 0), (25 + shift, 0)] if t < 3 else [(0, 35), (0, 35)]
+        out.append(np.vstack([rng.normal(size=(1000, 2)) * 2 + np.array(x) for x in c]))
+    out[-1] = np.vstack([out[-1], rng.normal(size=(last_extra, 2)) + np.array([0, 35])])
+    return out
+
+
+_RAW = {"n": 0}  # what a broken rule could read besides the released sets: the last tick's exact size
+
+
+def _broken_rule(cfg, noise, sets, S, factor, epoch, t):
+    """A rule that also reads the raw stream: it keeps every old point whole when the last tick held an
+    even number of points."""
+    return np.ones_like(factor) if _RAW["n"] % 2 == 0 else _ORIG(cfg, noise, sets, S, factor, epoch, t)
+
+
+_ORIG = epochs_mod._stopped_clusters_kept
+
+
+def _replay_matches(monkeypatch, broken: bool) -> bool:
+    """Run an engine on a drifting stream, then another on a different raw stream; replay the first
+    engine's last release fit from its released epoch coresets and keyed noise alone. True when the
+    replay gives the first engine's fit sample exactly."""
+    if broken:
+        monkeypatch.setattr(epochs_mod, "_stopped_clusters_kept", _broken_rule)
+    cfg = _cfg(epsilon=2.0)
+
+    def run(ticks):
+        e = Engine(cfg, SEED)
+        for x in ticks:
+            _RAW["n"] = len(x)
+            e.step(x)
+        return e
+
+    e = run(_drifting_ticks(np.random.default_rng(3), 0.0))  # last tick: 2000 points
+    assert len(e.epoch_coresets) >= 3
+    got = e._released.coreset
+    sets, t, ep = list(e.epoch_coresets) + [e.mr.released()], e.t, e.epoch
+    run(_drifting_ticks(np.random.default_rng(4), 3.0, last_extra=1))  # other raw points; last tick: 2001
+    S = WeightedSet.concat(sets, cfg.dim)
+    pts, w = epochs_mod.release_sample(cfg, NoiseSource(SEED), S, ep, t, cfg.z)
+    fp, fw = epochs_mod.release_fit_sample(cfg, NoiseSource(SEED), sets, pts, w, ep, t, cfg.z)
+    return np.array_equal(fp, got.fit_points) and np.array_equal(fw, got.fit_weights)
+
+
+def test_the_rule_reads_the_released_sets_alone(monkeypatch):
+    """Replay: the release fit sample recomputed from the engine's released epoch coresets and keyed noise
+    equals the engine's, after a second engine has run on other raw points. The same check catches a
+    broken rule that also reads the raw stream (the last tick's exact size)."""
+    assert _replay_matches(monkeypatch, broken=False)
+    assert not _replay_matches(monkeypatch, broken=True)
+
+
+def test_the_rule_keeps_the_clusters_a_drifting_engine_stopped_receiving():
+    """End to end: on a stream whose first two clusters stop arriving, the engine's last release fit keeps
+    some old points whole, where the age rule would have decayed them all."""
+    cfg = _cfg(epsilon=2.0)
+    e = Engine(cfg, SEED)
+    for x in _drifting_ticks(np.random.default_rng(3), 0.0):
+        e.step(x)
+    sets = [s for s in list(e.epoch_coresets) + [e.mr.released()] if len(s)]
+    S = WeightedSet.concat(sets, cfg.dim)
+    age = _factor(sets)
+    out = epochs_mod._stopped_clusters_kept(cfg, e.noise, sets, S, age, e.epoch, e.t)
+    assert np.any((out == 1.0) & (age < 1.0))
+
+
+def test_the_plan_does_not_depend_on_the_rule():
+    assert PrivacyPlan.build(_cfg()).to_dict() == PrivacyPlan.build(_cfg(release_decay_rule="age")).to_dict()
+    with pytest.raises(ValueError, match="release_decay_rule"):
+        _cfg(release_decay_rule="drift")
