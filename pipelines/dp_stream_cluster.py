@@ -38,7 +38,8 @@ from pipelines.job.description import KNOWN_RUNNERS, LOCAL_RUNNERS, Job, engine_
 from pipelines.job.graph import (LOCAL_DEDUP_BUCKETS, PANE_SECONDS, batch_into_ticks, build, close_delay_seconds,
                                  dedup_window)
 from pipelines.job.launch import launch, pipeline_options, private_seed_file, warn
-from pipelines.job.options import BUILTIN_N, DEFAULT_K, DEFAULT_POINT_SHARDS, DEFAULT_SKEW, OptionError, build_parser
+from pipelines.job.options import (BUILTIN_N, DEFAULT_K, DEFAULT_POINT_SHARDS, DEFAULT_SKEW, IN_PROCESS_POINT_SHARDS,
+                                    OptionError, build_parser)
 from pipelines.job.preflight import OUTPUT_FILES, REPORT_FILES, check_outputs
 from pipelines.job.t_start import parse_t_start
 from pipelines.job_clock import tick_clock
@@ -47,7 +48,7 @@ __all__ = ["run", "main", "parse_args", "launch", "build", "build_parser", "Opti
            "tick_clock", "operator_counts", "print_summary", "check_outputs", "describe_failure", "warn",
            "close_delay_seconds", "dedup_window", "batch_into_ticks", "pipeline_options", "private_seed_file",
            "parse_t_start", "PANE_SECONDS", "LOCAL_DEDUP_BUCKETS", "LOCAL_RUNNERS", "KNOWN_RUNNERS", "BUILTIN_N",
-           "DEFAULT_K", "DEFAULT_POINT_SHARDS", "DEFAULT_SKEW", "MAX_RUNS", "MAX_TOTAL_TICKS", "OUTPUT_FILES",
+           "DEFAULT_K", "DEFAULT_POINT_SHARDS", "DEFAULT_SKEW", "IN_PROCESS_POINT_SHARDS", "MAX_RUNS", "MAX_TOTAL_TICKS", "OUTPUT_FILES",
            "REPORT_FILES"]
 
 

@@ -16,7 +16,7 @@ from typing import List, Optional, Tuple
 
 from pipelines import unit_options, user_options
 from pipelines.job.description import IN_PROCESS_RUNNERS, KNOWN_RUNNERS, LOCAL_RUNNERS, Job, join, make_config
-from pipelines.job.options import DEFAULT_POINT_SHARDS, OptionError, build_parser
+from pipelines.job.options import DEFAULT_POINT_SHARDS, IN_PROCESS_POINT_SHARDS, OptionError, build_parser
 
 MAX_RUNS = 10 ** 9
 MAX_TOTAL_TICKS = 2 ** 40  # the ticks' keys pack shard and tick into 63 bits
@@ -308,14 +308,17 @@ def _parallelism(ns, k: int, streaming: bool, runner: str, workers: int) -> int:
 
 
 def default_point_shards(runner: str, workers: int) -> int:
-    """1 on one in-process worker, else ``DEFAULT_POINT_SHARDS``. The releases are the same for every
-    number of shards; only the cost differs. One worker process visits the shards' keys one after
-    another on one thread, so each shard past the first only adds messages and state per tick: S·I ring
-    partials into RingMergeReduce, S messages into RouteByEpoch and EpochPlan (measured at 10⁶ × 10,
-    1,000 ticks: the job's CPU 9.3 s with 8 shards, 6.9 s with 1). Where workers run keys side by side
-    (Dataflow, Flink, local multi_processing), the shards are what spreads the per-point work."""
+    """``IN_PROCESS_POINT_SHARDS`` (2) on one in-process worker, else ``DEFAULT_POINT_SHARDS``. The
+    releases are the same for every number of shards; only the cost differs. One worker process visits the
+    shards' keys one after another on one thread, so each shard adds messages and state per tick: S·I ring
+    partials into RingMergeReduce, S messages into RouteByEpoch and EpochPlan (10⁶ × 10, 1,000 ticks: the
+    job's CPU 9.3 s with 8 shards, 6.9 s with 1, 6.7 s with 2). Not 1: with the batch timer a shard sends all
+    its points as one message, which the runner copies several times at once; two shards halve that
+    message (10⁵ × 384 float32: 8.4 s of CPU with 1 shard, 6.7 s with 2, 8.2 s with 8). Where workers run
+    keys side by side (Dataflow, Flink, local multi_processing), the shards are what spreads the per-point
+    work."""
     if runner.split(".")[-1] in IN_PROCESS_RUNNERS and workers <= 1:
-        return 1
+        return IN_PROCESS_POINT_SHARDS
     return DEFAULT_POINT_SHARDS
 
 

@@ -15,6 +15,7 @@ BUILTIN_N = 200_000
 DEFAULT_SKEW = 5.0  # --max_clock_skew_seconds
 DEFAULT_K = 5  # also the built-in stream's number of clusters
 DEFAULT_POINT_SHARDS = 8  # several worker processes (Dataflow, Flink, local multi_processing)
+IN_PROCESS_POINT_SHARDS = 2  # one local worker process (pipelines.job.arguments.default_point_shards says why)
 
 
 class OptionError(ValueError):
@@ -104,8 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
     g = ap.add_argument_group("parallelism (public)")
     g.add_argument("--point_shards", type=int, default=None,
                    help="keys the per-point work is spread over (ShardTicks, RouteByEpoch, AssignRings): a record's "
-                        f"shard is its slot (or message id) modulo this; no effect on the releases (default: 1 on "
-                        f"one local worker process, whose one thread would visit the keys one after another; "
+                        f"shard is its slot (or message id) modulo this; no effect on the releases (default: "
+                        f"{IN_PROCESS_POINT_SHARDS} on one local worker process, whose one thread visits the keys one after "
+                        f"another; "
                         f"{DEFAULT_POINT_SHARDS} with several workers: Dataflow, Flink, Spark, local multi_processing)")
     g.add_argument("--bucket_shards", type=int, default=1,
                    help="with --semicoreset snap: keys each (tree, level) of BicriteriaCenters is split over, by "

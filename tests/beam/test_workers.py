@@ -3,7 +3,7 @@
 ``releases.jsonl`` line for line (in tick order) the bytes one process writes — the library's release log for
 the same rows and seed, which the one-worker job's equals (tests/beam/test_release_log_job.py) — with the
 batch tick timer and with the looping one, and with the bicriteria stages split over bucket shards;
-``multi_threading`` is refused with the measured reason; ``--point_shards`` defaults to 1 on one in-process
+``multi_threading`` is refused with the measured reason; ``--point_shards`` defaults to 2 on one in-process
 worker and 8 otherwise, and out of range is an option error (and so is ``--bucket_shards`` without the bicriteria or out of range); no transform imports the one-process engine (the engine and the job drive the same components)."""
 from __future__ import annotations
 
@@ -86,17 +86,17 @@ def test_multi_processing_is_accepted(tmp_path):
     assert "--direct_running_mode=multi_processing" in beam_args
 
 
-def test_point_shards_default_to_one_per_in_process_worker_and_eight_where_workers_run_side_by_side(tmp_path):
-    """One in-process worker visits every key in turn, so it gets one shard (a stream too); several local
+def test_point_shards_default_to_two_on_one_in_process_worker_and_eight_where_workers_run_side_by_side(tmp_path):
+    """One in-process worker visits every key in turn, so it gets two shards (a stream too); several local
     worker processes and a remote runner get DEFAULT_POINT_SHARDS; an explicit --point_shards always wins."""
     def shards(*argv):
         return job_mod.parse_args([f"--output={tmp_path}", *argv])[0].point_shards
 
-    assert shards() == 1
-    assert shards("--runner=FnApiRunner") == 1
+    assert shards() == job_mod.IN_PROCESS_POINT_SHARDS == 2
+    assert shards("--runner=FnApiRunner") == 2
     stream = ["--input_subscription=projects/p/subscriptions/s", "--dim=2", "--radius=12", "--tick_seconds=10",
               "--horizon_ticks=8"]
-    assert shards(*stream) == 1  # the BundleBasedDirectRunner
+    assert shards(*stream) == 2  # the BundleBasedDirectRunner
     assert shards(*MULTI) == job_mod.DEFAULT_POINT_SHARDS == 8
     remote = ["--runner=DataflowRunner", "--seed_file=gs://b/seed", "--seed_registry=gs://b/registry.jsonl"]
     assert shards(*remote) == 8
