@@ -66,8 +66,8 @@ def _read_jsonl(path):
 @pytest.mark.parametrize("dtype, shards", [(np.float64, []), (np.float32, ["--point_shards=3"])])
 def test_batch_job_releases_exactly_what_the_engine_releases(tmp_path, seed_file, dtype, shards):
     """float32 rows (inside the ball: not clipped) cross every shuffle as float32 (transforms.stages.compact_points)
-    and are widened where the rings are computed: the releases are still the engine's on the same rows. One
-    point shard (the default on one local worker) or three (every fan-in waits for all three shards)."""
+    and are widened where the rings are computed: the releases are still the engine's on the same rows. Two
+    point shards (the default on one local worker) or three (every fan-in waits for all three shards)."""
     rng = np.random.default_rng(1)
     X = _blobs(2300, rng).astype(dtype)
     np.save(tmp_path / "a.npy", X[:1000])
@@ -76,7 +76,7 @@ def test_batch_job_releases_exactly_what_the_engine_releases(tmp_path, seed_file
     argv = [f"--input={tmp_path}/*.npy", f"--output={out}", "--dim=2", "--radius=12", "--k=3",
             "--tick_size=200", "--horizon_ticks=14", f"--seed_file={seed_file}", "--epsilon=1", *shards]
     _run_batch(argv)
-    assert job_mod.parse_args(argv)[0].point_shards == (3 if shards else 1)
+    assert job_mod.parse_args(argv)[0].point_shards == (3 if shards else 2)
     got = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
     job, _ = job_mod.parse_args(argv)
     want = _engine_releases(job, seed_file, {t + 1: X[t * 200:(t + 1) * 200] for t in range(12)})
