@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 _CHUNK = 1 << 22  # floats per distance block, bounds memory for large |F|
+_DIFF_FLOATS = 1 << 16  # floats per block of row differences (partition_nearest)
 
 
 def nearest_center(x: np.ndarray, centers: np.ndarray):
@@ -34,6 +35,68 @@ def nearest_center(x: np.ndarray, centers: np.ndarray):
         idx[s:s + step] = j
         dist[s:s + step] = np.sqrt(np.maximum(d2[np.arange(len(j)), j] + np.einsum("ij,ij->i", xb, xb), 0.0))
     return idx, dist
+
+
+def partition_nearest(x: np.ndarray, centers: np.ndarray):
+    """Nearest center and distance to it for the partition (P8): each row's result is a function of that
+    row and the centers alone, never of the rows computed with it.
+
+    :func:`nearest_center` gets its distances from one matrix product, and a BLAS kernel rounds a row's
+    result by where the row falls in the block (a lone row, the last rows of a block, another kernel): the
+    same point could land on either side of a ring boundary, or of two centers' bisector, depending on the
+    other points of its tick, the shard count or the runner. Here the product only proposes the nearest
+    center; the distance is recomputed from the row's own differences (an element-wise difference and a
+    per-row sum, which no other row enters), and a row whose two best proposals lie within the product's
+    rounding of each other has every center's distance recomputed that way. Ties go to the lowest index, and
+    duplicated centers are one center (the lowest index of its copies)."""
+    n = x.shape[0]
+    idx = np.empty(n, dtype=np.int64)
+    dist = np.empty(n, dtype=float)
+    if n == 0:
+        return idx, dist
+    uniq, first = np.unique(np.asarray(centers, dtype=float), axis=0, return_index=True)
+    keep = np.argsort(first)  # the copies' first indexes in order: the first exact minimum is the lowest index
+    uniq, first = uniq[keep], first[keep]
+    k = uniq.shape[0]
+    c2 = np.einsum("ij,ij->i", uniq, uniq)
+    step = max(1, _CHUNK // max(1, k))
+    rows = max(1, _DIFF_FLOATS // max(1, x.shape[1]))
+    buf = np.empty((min(rows, n), x.shape[1]))  # one small buffer for the differences: no fresh pages per call
+    for s in range(0, n, step):
+        xb = np.asarray(x[s:s + step], dtype=float)
+        j = _exact_candidates(xb, uniq, c2)
+        idx[s:s + step] = first[j]
+        for a in range(0, len(xb), rows):  # blocks of rows; each row's sum is its own
+            m = min(rows, len(xb) - a)
+            diff = buf[:m]
+            np.take(uniq, j[a:a + m], axis=0, out=diff)
+            np.subtract(xb[a:a + m], diff, out=diff)
+            dist[s + a:s + a + m] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
+    return idx, dist
+
+
+def _exact_candidates(xb: np.ndarray, uniq: np.ndarray, c2: np.ndarray) -> np.ndarray:
+    """Index (into the sorted unique centers) of each row's nearest center, by row-local arithmetic where
+    the matrix product's rounding could decide it."""
+    k = uniq.shape[0]
+    if k == 1:
+        return np.zeros(len(xb), dtype=np.int64)
+    d2 = xb @ (-2.0 * uniq.T)
+    d2 += c2[None, :]
+    j = d2.argmin(axis=1)
+    two = np.partition(d2, 1, axis=1)[:, :2]
+    x2 = np.einsum("ij,ij->i", xb, xb)
+    # the product's error on x·c is at most ≈ d·u·|x||c| ≤ d·u·(|x|² + |c|²)/2 (u = 2⁻⁵³); 1e-8 covers any d
+    # below 10⁷ with room, and a row outside this band cannot have its argmin moved by rounding
+    near = np.flatnonzero(two[:, 1] - two[:, 0] <= 1e-8 * (x2 + c2.max()) + 1e-300)
+    if near.size:
+        rows = xb[near]
+        full = np.empty((near.size, k))
+        for a in range(k):  # a loop over centers, not points: only the near-tied rows, each row on its own
+            diff = rows - uniq[a]
+            full[:, a] = np.einsum("ij,ij->i", diff, diff)
+        j[near] = full.argmin(axis=1)  # the first minimum: the lowest index among exact ties
+    return j
 
 
 def ring_of(dist: np.ndarray, ring_base: float, n_rings: int, ratio: float = 2.0,
@@ -56,8 +119,9 @@ def ring_of(dist: np.ndarray, ring_base: float, n_rings: int, ratio: float = 2.0
 
 def assign_parts(x: np.ndarray, centers: np.ndarray, ring_base: float, n_rings: int, ratio: float = 2.0,
                  tolerance: float = 0.0):
-    """(ring, nearest-center) of every point."""
-    f, dist = nearest_center(x, centers)
+    """(ring, nearest-center) of every point, each a function of the point and the centers only
+    (:func:`partition_nearest`)."""
+    f, dist = partition_nearest(x, centers)
     return ring_of(dist, ring_base, n_rings, ratio, tolerance), f
 
 

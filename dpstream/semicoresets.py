@@ -41,6 +41,7 @@ import numpy as np
 from .blocks import LeafSketch, RawBlock, normalise, quantise
 from .noise import NoiseSource
 from .params import EngineConfig
+from .rings import partition_nearest
 from .privacy import PrivacyPlan
 
 
@@ -384,9 +385,7 @@ class LloydSemicoreset(Semicoreset):
         ends = np.r_[starts[1:], sp.size]
         for a, b in zip(starts, ends):  # loop over non-empty parts, not points
             idx = order[a:b]
-            c = C[sp[a]]
-            d2 = (c ** 2).sum(axis=1)[None, :] - 2.0 * y[idx] @ c.T
-            lab[idx] = d2.argmin(axis=1)
+            lab[idx] = partition_nearest(y[idx], C[sp[a]])[0]  # a point's label: its own row and the centers
         return lab
 
 
