@@ -65,3 +65,19 @@ def test_the_default_runs_releases_change_only_with_the_algorithm_version():
     assert got == DIGESTS[ALGORITHM_VERSION], (
         f"the releases of an unchanged configuration changed ({got}): bump ALGORITHM_VERSION in "
         f"dpstream/algorithm_version.py and record the new digest here")
+
+
+# constants of the release fit's rule that the two streams above do not exercise at every value (a cluster of
+# an old epoch with few points, the one-center-per-points cap): pinned to the version, so changing one
+# without a bump fails here
+RULE_CONSTANTS = {3: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2}}
+
+
+def test_the_release_rules_constants_change_only_with_the_algorithm_version():
+    import dpstream.epochs as epochs
+
+    got = {name: getattr(epochs, name) for name in RULE_CONSTANTS[max(RULE_CONSTANTS)]}
+    assert ALGORITHM_VERSION in RULE_CONSTANTS, f"record the rule's constants of version {ALGORITHM_VERSION}: {got}"
+    assert got == RULE_CONSTANTS[ALGORITHM_VERSION], (
+        f"the release rule's constants changed ({got}): bump ALGORITHM_VERSION in dpstream/algorithm_version.py "
+        f"and record them here")

@@ -565,11 +565,29 @@ def test_batch_job_with_ring_tolerance_releases_what_the_engine_releases(tmp_pat
     assert got == want
 
 
-def test_batch_job_with_the_cluster_decay_rule_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
-    """release_decay_rule="clusters" (the release fit's age decay only where newer epochs still fill a
-    cluster, under its own key): the job's ReleaseCoreset stage calls the same step, so its releases are
-    the engine's, over several epoch changes."""
-    got, want, cfg = _job_and_engine_with(dict(release_decay_rule="clusters"), 5, tmp_path, seed_file, monkeypatch)
+def test_batch_job_with_the_cluster_decay_rule_releases_what_the_engine_releases(tmp_path, seed_file):
+    """release_decay_rule="clusters" (the default: the release fit's age decay only where newer epochs still
+    fill a cluster, under its own key): on a stream whose two first clusters stop arriving at tick 9, the
+    rule keeps them (the engine's releases differ from the age rule's), and the job's ReleaseCoreset and
+    EpochClose stages, calling the same step, release exactly the engine's."""
+    rng = np.random.default_rng(5)
+    T, per = 30, 200
+    ticks = []
+    for t in range(T):
+        c = [(-6.0, -6.0), (6.0, -6.0)] if t < 8 else [(0.0, 7.0)]
+        ticks.append(np.vstack([rng.normal(size=(per // len(c), 2)) * 0.7 + np.array(m) for m in c]))
+    X = np.vstack(ticks)
+    np.save(tmp_path / "a.npy", X)
+    out = tmp_path / "out"
+    argv = [f"--input={tmp_path}/a.npy", f"--output={out}", "--dim=2", "--radius=12", "--k=3",
+            f"--tick_size={per}", f"--horizon_ticks={T}", f"--seed_file={seed_file}", "--epsilon=2"]
+    _run_batch(argv)
+    got = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
+    job, _ = job_mod.parse_args(argv)
+    cfg = job_mod.engine_config(job)
     assert cfg.release_decay_rule == "clusters"
-    assert got == want and len(got) == 40
-    assert got[-1]["epoch"] >= 2  # at least two closed epochs: the rule had old epochs to weigh
+    by_tick = {t + 1: X[t * per:(t + 1) * per] for t in range(T)}
+    want = _engine_releases(job, seed_file, by_tick)
+    assert got == want and len(got) == T
+    age = Engine(cfg.with_(release_decay_rule="age"), load_seed(seed_file))
+    assert want != [json.loads(json.dumps(age.step(by_tick[t]).to_dict())) for t in range(1, T + 1)]
