@@ -27,9 +27,11 @@ _ENDS_PROCESS = False
 def command() -> int:
     """The ``dpstream`` command and ``python -m pipelines.dp_stream_cluster``: :func:`main` on the process's
     own command line; after a batch run on this machine the process ends at once
-    (:mod:`pipelines.job.process_end`), otherwise main's exit code is returned to the caller's exit."""
+    (:mod:`pipelines.job.process_end`) unless a profiler or tracer runs; otherwise main's exit code is
+    returned to the caller's exit."""
     code = main()
-    if _ENDS_PROCESS:
+    # a profiler or tracer (python -m cProfile, coverage) writes its data during the teardown this skips
+    if _ENDS_PROCESS and sys.getprofile() is None and sys.gettrace() is None:
         from pipelines.job.process_end import end_process
         end_process(code)
     return code

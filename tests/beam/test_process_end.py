@@ -44,3 +44,18 @@ def test_the_command_ends_a_local_batch_run_with_its_outputs_summary_and_tempora
     assert "run summary" in out.stderr and "clustered" in out.stderr  # printed last, before the end
     assert (tmp_path / "out" / "releases.jsonl").read_text().count("\n") == 3
     assert os.listdir(tmp) == []  # the private seed file and Beam's temporary folder: removed at exit
+
+
+def test_under_a_profiler_the_command_exits_normally_and_the_profile_is_written(tmp_path):
+    """``python -m cProfile -m pipelines.dp_stream_cluster`` (the job benchmark's --profile) writes its
+    data at the interpreter's exit, which the quick end would skip."""
+    np.save(tmp_path / "x.npy", np.random.default_rng(1).normal(size=(100, 2)))
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    prof = tmp_path / "job.prof"
+    argv = [sys.executable, "-m", "cProfile", "-o", str(prof), "-m", "pipelines.dp_stream_cluster",
+            f"--input={tmp_path}/x.npy", f"--output={tmp_path}/out", "--dim=2", "--radius=4", "--k=2",
+            "--tick_size=100", "--horizon_ticks=1"]
+    out = subprocess.run(argv, cwd=ROOT, env=_env(tmp), capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert prof.exists() and prof.stat().st_size > 0
