@@ -3,7 +3,8 @@
 Each bundle starts a state-sampler thread (``apache_beam.runners.worker.statesampler``) that sleeps in
 steps growing from 2 ms to its period, 200 ms, and the bundle's end joins that thread: the worker idles
 until the current sleep ends, ~100 ms on average for a bundle longer than a second. On 10⁶ × 10 points
-(1,000 ticks) the main thread spent ~0.5 s of a 9 s run in that join, the process idle.
+(1,000 ticks, 25 bundles) the joins took 0.57 s of a 9 s run, the process idle; with a 10 ms period 0.08 s
+(2 ms: 0.04 s, the threads' own start and exit).
 
 :func:`install` gives the samplers Beam builds a 10 ms period (the default of ``StateSampler``'s
 ``sampling_period_ms``; Beam offers no option for it: ``BundleProcessor`` passes none). The sampler only
