@@ -44,10 +44,11 @@ from pipelines.job.preflight import OUTPUT_FILES, REPORT_FILES, check_outputs
 from pipelines.job.t_start import parse_t_start
 from pipelines.job_clock import tick_clock
 
-__all__ = ["run", "main", "command", "parse_args", "launch", "build", "build_parser", "OptionError", "Job", "engine_config",
+__all__ = ["run", "main", "parse_args", "launch", "build", "build_parser", "OptionError", "Job", "engine_config",
            "tick_clock", "operator_counts", "print_summary", "check_outputs", "describe_failure", "warn",
            "close_delay_seconds", "dedup_window", "batch_into_ticks", "pipeline_options", "private_seed_file",
-           "parse_t_start", "PANE_SECONDS", "LOCAL_DEDUP_BUCKETS", "LOCAL_RUNNERS", "KNOWN_RUNNERS", "BUILTIN_N",
+           "parse_t_start", "command",
+           "PANE_SECONDS", "LOCAL_DEDUP_BUCKETS", "LOCAL_RUNNERS", "KNOWN_RUNNERS", "BUILTIN_N",
            "DEFAULT_K", "DEFAULT_POINT_SHARDS", "DEFAULT_SKEW", "IN_PROCESS_POINT_SHARDS", "MAX_RUNS", "MAX_TOTAL_TICKS", "OUTPUT_FILES",
            "REPORT_FILES"]
 

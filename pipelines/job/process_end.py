@@ -6,8 +6,8 @@ CPU (measured after a 10⁶ × 10 run, ~6–8% of it) freeing every object and m
 :func:`end_process` does what an exit must (the ``atexit`` handlers: logging's flush, the removal of the
 temporary seed and Beam folders; stdout and stderr flushed) and ends the process there. Only the command
 does it (:func:`pipelines.job.cli.command`, for the run :func:`pipelines.job.cli.main` marks as ending the
-process, and not under a profiler or tracer, whose data are written at the teardown); a process that calls ``main(argv)`` or ``run(argv)`` keeps its interpreter, and a stream ends as
-Python ends it.
+process), and not under a profiler or tracer, whose data are written at the teardown; a process that calls
+``main(argv)`` or ``run(argv)`` keeps its interpreter, and a stream ends as Python ends it.
 """
 from __future__ import annotations
 
