@@ -23,5 +23,5 @@ setup(
         # diffprivlib 0.6.6 does not import with scikit-learn >= 1.9: benchmark-only, own venv
         "bench": ["diffprivlib==0.6.6", "scikit-learn>=1.3,<1.9", "pillow"],
     },
-    entry_points={"console_scripts": ["dpstream=pipelines.dp_stream_cluster:main"]},
+    entry_points={"console_scripts": ["dpstream=pipelines.dp_stream_cluster:command"]},
 )

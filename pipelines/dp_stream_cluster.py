@@ -33,7 +33,7 @@ import sys
 from typing import List, Optional
 
 from pipelines.job.arguments import MAX_RUNS, MAX_TOTAL_TICKS, parse_args
-from pipelines.job.cli import describe_failure, main, operator_counts, print_summary
+from pipelines.job.cli import command, describe_failure, main, operator_counts, print_summary
 from pipelines.job.description import KNOWN_RUNNERS, LOCAL_RUNNERS, Job, engine_config
 from pipelines.job.graph import (LOCAL_DEDUP_BUCKETS, PANE_SECONDS, batch_into_ticks, build, close_delay_seconds,
                                  dedup_window)
@@ -47,7 +47,8 @@ from pipelines.job_clock import tick_clock
 __all__ = ["run", "main", "parse_args", "launch", "build", "build_parser", "OptionError", "Job", "engine_config",
            "tick_clock", "operator_counts", "print_summary", "check_outputs", "describe_failure", "warn",
            "close_delay_seconds", "dedup_window", "batch_into_ticks", "pipeline_options", "private_seed_file",
-           "parse_t_start", "PANE_SECONDS", "LOCAL_DEDUP_BUCKETS", "LOCAL_RUNNERS", "KNOWN_RUNNERS", "BUILTIN_N",
+           "parse_t_start", "command",
+           "PANE_SECONDS", "LOCAL_DEDUP_BUCKETS", "LOCAL_RUNNERS", "KNOWN_RUNNERS", "BUILTIN_N",
            "DEFAULT_K", "DEFAULT_POINT_SHARDS", "DEFAULT_SKEW", "IN_PROCESS_POINT_SHARDS", "MAX_RUNS", "MAX_TOTAL_TICKS", "OUTPUT_FILES",
            "REPORT_FILES"]
 
@@ -65,4 +66,4 @@ def run(argv: Optional[List[str]] = None, wait: bool = True):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(command())

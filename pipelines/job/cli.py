@@ -20,12 +20,29 @@ _STEP_OPTIONS = {"WriteDeadLetters": "--dead_letter", "WriteReleases": "--output
                  "ReadFiles": "--input", "ReadPubSub": "--input_subscription / --input_topic"}
 _COMPOSITES = ("ClusterTicks",)
 
+# set by main() for the command's own local batch run: its process ends with the run (pipelines.job.process_end)
+_ENDS_PROCESS = False
+
+
+def command() -> int:
+    """The ``dpstream`` command and ``python -m pipelines.dp_stream_cluster``: :func:`main` on the process's
+    own command line; after a batch run on this machine the process ends at once
+    (:mod:`pipelines.job.process_end`) unless a profiler or tracer runs; otherwise main's exit code is
+    returned to the caller's exit."""
+    code = main()
+    # a profiler or tracer (python -m cProfile, coverage) writes its data during the teardown this skips
+    if _ENDS_PROCESS and sys.getprofile() is None and sys.gettrace() is None:
+        from pipelines.job.process_end import end_process
+        end_process(code)
+    return code
+
 
 def main(argv: Optional[List[str]] = None) -> int:
     """The ``dpstream`` command: exit 0 after a run (with its summary on stderr), 3 after the summary of
     a batch run that is useless (:mod:`pipelines.exit_codes`), 2 with one line on an error in the options
     or in the run (``DPSTREAM_DEBUG=1`` shows Beam's traceback), 130 on Ctrl-C of a batch run (Ctrl-C
     cancels a streaming run, prints its summary and exits 0)."""
+    global _ENDS_PROCESS
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for noisy in ("apache_beam", "absl"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
@@ -44,6 +61,7 @@ def main(argv: Optional[List[str]] = None) -> int:
             # a batch run on this machine: the process ends with the run
             from pipelines.job.memory import keep_freed_memory
             keep_freed_memory()
+            _ENDS_PROCESS = True
         result = launch(job, beam_args)
         if job.plan_only:
             return 0

@@ -41,6 +41,7 @@ def launch(job: Job, beam_args: List[str], wait: bool = True):
         check_seed(job)
     check_outputs(job)
     p = beam.Pipeline(options=pipeline_options(job, beam_args))
+    skip_prism(p.runner)
     build(p, job, seed_path)
     announce(job)
     tmp = tempfile.mkdtemp(prefix="dpstream-beam-")
@@ -55,6 +56,24 @@ def launch(job: Job, beam_args: List[str], wait: bool = True):
     else:
         atexit.register(shutil.rmtree, tmp, True)
     return result
+
+
+def skip_prism(runner) -> bool:
+    """The DirectRunner runs the job on Beam's in-process runners (the FnApiRunner for a batch, the
+    BundleBasedDirectRunner where that cannot), without first trying the Prism runner; True if it applied.
+
+    Beam's DirectRunner first tries Prism, a Go binary it downloads from GitHub on first use: offline the
+    download fails and it falls back (~0.13 s of a run spent starting a gRPC worker pool and failing the
+    name lookup, and two server threads idling to the end of the process); online the job would run on
+    Prism, a runner the local-runner workarounds (:mod:`pipelines.local_runner`) and the job's tests were
+    not measured on. ``is_interactive()`` is the DirectRunner's own switch (Beam's interactive runner sets
+    it) whose one effect is to skip Prism; Beam's choice between its in-process runners is unchanged."""
+    from apache_beam.runners.direct.direct_runner import SwitchingDirectRunner
+
+    if isinstance(runner, SwitchingDirectRunner) and callable(getattr(runner, "is_interactive", None)):
+        runner.is_interactive()
+        return True
+    return False
 
 
 def private_seed_file() -> str:

@@ -87,7 +87,7 @@ import json, sys
 from pipelines import local_runner
 res = local_runner.install(sys.argv[1], sys.argv[2] if len(sys.argv) > 2 else None)
 from apache_beam.runners.direct import evaluation_context, executor, transform_evaluator
-from apache_beam.runners.worker import statecache
+from apache_beam.runners.worker import statecache, statesampler
 from apache_beam.transforms import userstate
 marks = {"specs": getattr(userstate, "_dpstream_spec_cache", False),
          "metrics": getattr(executor, "_dpstream_bundle_counters", False),
@@ -96,7 +96,8 @@ marks = {"specs": getattr(userstate, "_dpstream_spec_cache", False),
          "statecache": getattr(statecache, "_dpstream_cheap_sizes", False),
          "keys": getattr(evaluation_context.EvaluationContext, "_dpstream_drops_empty_keys", False),
          "holds": getattr(__import__("apache_beam.runners.direct.watermark_manager", fromlist=["x"])
-                          ._TransformWatermarks, "_dpstream_holds_timers", False)}
+                          ._TransformWatermarks, "_dpstream_holds_timers", False),
+         "sampler": getattr(statesampler, "_dpstream_sampling_period_ms", None) is not None}
 print(json.dumps({"applied": list(res.applied), "skipped": res.skipped, "marks": marks}))
 """
 
@@ -125,7 +126,7 @@ def test_a_remote_runner_gets_no_patch():
 
 
 def test_the_installed_beam_is_a_measured_one_and_a_local_runner_gets_every_patch():
-    """setup.py pins apache-beam to the measured range; on it, a local runner gets all six patches."""
+    """setup.py pins apache-beam to the measured range; on it, a local runner gets all seven patches."""
     assert local_runner.measured(beam.__version__), (beam.__version__, local_runner.MEASURED_ON)
     got, _ = _probe("DirectRunner")
     assert got["skipped"] is None and set(got["applied"]) == set(got["marks"]), got
@@ -140,3 +141,28 @@ def test_versions_are_compared_by_major_and_minor(caplog):
     with caplog.at_level(logging.WARNING, logger="dpstream"):
         res = local_runner.install("DirectRunner", "2.60.0")  # nothing patched: the gate comes first
     assert res.applied == () and any("2.60.0" in r.getMessage() for r in caplog.records)
+
+
+def test_the_samplers_beam_builds_after_install_wake_every_10_ms():
+    """A bundle's end joins its state-sampler thread, which sleeps up to the sampler's period (Beam: 200 ms):
+    after install every sampler Beam builds without a period (as its BundleProcessor does) has the short one,
+    and it still samples: a bundle's time is charged to the state it ran in."""
+    from apache_beam.runners.worker import statesampler
+    from apache_beam.utils.counters import CounterFactory
+
+    from pipelines.local_runner import sampler
+
+    sampler.install()
+    sampler.install()  # idempotent
+    s = statesampler.StateSampler("dpstream-test", CounterFactory())
+    assert s.sampling_period_ms == sampler.SAMPLING_PERIOD_MS == 10
+    assert statesampler.StateSampler("x", CounterFactory(), sampling_period_ms=200).sampling_period_ms == 200
+    state = s.scoped_state("step", "process")
+    s.start()
+    with state:
+        import time
+        deadline = time.monotonic() + 0.1
+        while time.monotonic() < deadline:
+            pass
+    s.stop()
+    assert state.sampled_msecs_int() > 0
