@@ -30,7 +30,7 @@ from dpstream.privacy import PrivacyPlan
 from dpstream.run_setup import RunSetup
 from dpstream.semicoresets import make_semicoreset
 
-from streams import three_blob_ticks  # tests/streams.py
+from streams import record_ring_releases, three_blob_ticks  # tests/streams.py
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpstream.noise.UnsafeSeedWarning")
 
@@ -150,14 +150,7 @@ def test_the_count_flushes_are_a_function_of_dp_counts(monkeypatch, broken):
 
 def test_every_point_enters_one_a_call_and_a_ring_releases_once_per_tick(monkeypatch):
     cfg = _cfg(block_size=150)
-    seen = []
-    orig = mr_mod.RingMergeReduce.release_block
-
-    def release_block(self, tick):
-        seen.append((tick, self.epoch, self.ring))
-        return orig(self, tick)
-
-    monkeypatch.setattr(mr_mod.RingMergeReduce, "release_block", release_block)
+    seen = record_ring_releases(monkeypatch)
     e = Engine(cfg, SEED)
     e.A.record_calls = True
     n = 0

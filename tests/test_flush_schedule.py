@@ -24,7 +24,7 @@ from dpstream import DPStreamClusterer, Engine, EngineConfig
 from dpstream import rules
 from dpstream.privacy import PrivacyPlan
 
-from streams import three_blob_ticks  # tests/streams.py
+from streams import record_ring_releases, three_blob_ticks  # tests/streams.py
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpstream.noise.UnsafeSeedWarning")
 
@@ -161,14 +161,7 @@ def test_a_ring_releases_at_most_once_per_tick_with_the_flush_ticks(monkeypatch)
     """A ring that fires at a flush tick is not flushed again (its new block is empty): A's count
     threshold is calibrated for at most one release per ring per tick."""
     cfg = _cfg(block_size=150)
-    seen = []
-    orig = mr_mod.RingMergeReduce.release_block
-
-    def release_block(self, tick):
-        seen.append((tick, self.epoch, self.ring))
-        return orig(self, tick)
-
-    monkeypatch.setattr(mr_mod.RingMergeReduce, "release_block", release_block)
+    seen = record_ring_releases(monkeypatch)
     e = Engine(cfg, SEED)
     for x in three_blob_ticks(4, [100] * N_TICKS):
         e.step(x)
