@@ -502,6 +502,22 @@ def test_cluster_ticks_with_the_whole_engine_in_one_key_equals_the_engine(tmp_pa
     assert got == want and len(got) == 11
 
 
+def _job_and_engine_on(X, tmp_path, seed_file, *, radius, k, tick_size, horizon, epsilon):
+    """The job's releases (in tick order) and the engine's on the rows X, ``tick_size`` rows a tick, and
+    the job the command parsed."""
+    np.save(tmp_path / "a.npy", X)
+    out = tmp_path / "out"
+    argv = [f"--input={tmp_path}/a.npy", f"--output={out}", f"--dim={X.shape[1]}", f"--radius={radius}",
+            f"--k={k}", f"--tick_size={tick_size}", f"--horizon_ticks={horizon}", f"--seed_file={seed_file}",
+            f"--epsilon={epsilon}"]
+    _run_batch(argv)
+    got = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
+    job, _ = job_mod.parse_args(argv)
+    ticks = -(-len(X) // tick_size)
+    want = _engine_releases(job, seed_file, {t + 1: X[t * tick_size:(t + 1) * tick_size] for t in range(ticks)})
+    return got, want, job
+
+
 def _job_and_engine_with(overrides, rng_seed, tmp_path, seed_file, monkeypatch):
     """The job's releases and the engine's on 18 ticks of blobs (horizon 40), both with the engine
     parameters ``overrides`` (no job option sets them), and the configuration the job ran."""
@@ -509,14 +525,8 @@ def _job_and_engine_with(overrides, rng_seed, tmp_path, seed_file, monkeypatch):
     orig = arguments.make_config
     monkeypatch.setattr(arguments, "make_config", lambda **kw: orig(**kw).with_(**overrides))
     X = _blobs(1800, np.random.default_rng(rng_seed))
-    np.save(tmp_path / "a.npy", X)
-    out = tmp_path / "out"
-    argv = [f"--input={tmp_path}/a.npy", f"--output={out}", "--dim=2", "--radius=12", "--k=3",
-            "--tick_size=100", "--horizon_ticks=40", f"--seed_file={seed_file}", "--epsilon=1"]
-    _run_batch(argv)
-    got = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
-    job, _ = job_mod.parse_args(argv)
-    want = _engine_releases(job, seed_file, {t + 1: X[t * 100:(t + 1) * 100] for t in range(18)})
+    got, want, job = _job_and_engine_on(X, tmp_path, seed_file, radius=12, k=3, tick_size=100, horizon=40,
+                                        epsilon=1)
     return got, want, job_mod.engine_config(job)
 
 
@@ -552,15 +562,8 @@ def test_batch_job_with_ring_tolerance_releases_what_the_engine_releases(tmp_pat
     rng = np.random.default_rng(4)
     X = rng.normal(size=(1200, 3)) + np.array([3.0, 0.0, 0.0]) * rng.integers(0, 2, (1200, 1))
     X /= np.linalg.norm(X, axis=1, keepdims=True)
-    np.save(tmp_path / "a.npy", X)
-    out = tmp_path / "out"
-    argv = [f"--input={tmp_path}/a.npy", f"--output={out}", "--dim=3", "--radius=1", "--k=2",
-            "--tick_size=200", "--horizon_ticks=7", f"--seed_file={seed_file}", "--epsilon=1"]
-    _run_batch(argv)
-    got = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
-    job, _ = job_mod.parse_args(argv)
+    got, want, job = _job_and_engine_on(X, tmp_path, seed_file, radius=1, k=2, tick_size=200, horizon=7, epsilon=1)
     assert job_mod.engine_config(job).ring_tolerance == 1e-6
-    want = _engine_releases(job, seed_file, {t + 1: X[t * 200:(t + 1) * 200] for t in range(6)})
     assert [r["tick"] for r in got] == list(range(1, 8))
     assert got == want
 
@@ -576,18 +579,10 @@ def test_batch_job_with_the_cluster_decay_rule_releases_what_the_engine_releases
     for t in range(T):
         c = [(-6.0, -6.0), (6.0, -6.0)] if t < 8 else [(0.0, 7.0)]
         ticks.append(np.vstack([rng.normal(size=(per // len(c), 2)) * 0.7 + np.array(m) for m in c]))
-    X = np.vstack(ticks)
-    np.save(tmp_path / "a.npy", X)
-    out = tmp_path / "out"
-    argv = [f"--input={tmp_path}/a.npy", f"--output={out}", "--dim=2", "--radius=12", "--k=3",
-            f"--tick_size={per}", f"--horizon_ticks={T}", f"--seed_file={seed_file}", "--epsilon=2"]
-    _run_batch(argv)
-    got = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
-    job, _ = job_mod.parse_args(argv)
+    got, want, job = _job_and_engine_on(np.vstack(ticks), tmp_path, seed_file, radius=12, k=3, tick_size=per,
+                                        horizon=T, epsilon=2)
     cfg = job_mod.engine_config(job)
     assert cfg.release_decay_rule == "clusters"
-    by_tick = {t + 1: X[t * per:(t + 1) * per] for t in range(T)}
-    want = _engine_releases(job, seed_file, by_tick)
     assert got == want and len(got) == T
     age = Engine(cfg.with_(release_decay_rule="age"), load_seed(seed_file))
-    assert want != [json.loads(json.dumps(age.step(by_tick[t]).to_dict())) for t in range(1, T + 1)]
+    assert want != [json.loads(json.dumps(age.step(x).to_dict())) for x in ticks]
