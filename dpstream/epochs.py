@@ -27,7 +27,7 @@ from . import rules
 from .coresets import sensitivity_sample
 from .offline import cluster_coreset
 from .params import EngineConfig
-from .rings import clip_to_ball
+from .rings import clip_to_ball, nearest_center
 from .semicoresets import WeightedSet
 
 
@@ -264,7 +264,7 @@ def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, facto
     k = max(1, min(cfg.n_clusters, len(S) // _POINTS_PER_CLUSTER))
     C = cluster_coreset(S.points, S.weights, k, cfg.objective, noise.generator(("release", epoch, t, "B-fit clusters")),
                         cfg.center_vec, n_init=1)
-    lab = np.argmin((C * C).sum(axis=1)[None, :] - 2.0 * S.points @ C.T, axis=1)  # nearest center, no n×k×d array
+    lab = nearest_center(S.points, C)[0]
     ep = np.concatenate([np.full(len(s), i) for i, s in enumerate(sets)])
     w = np.maximum(S.weights, 0.0)
     out = factor.copy()
