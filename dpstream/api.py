@@ -88,7 +88,9 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
     horizon_ticks : int or None
         Public horizon T of one run: releases happen at ticks 1..T and tick T+1 is
         refused unless more runs are allowed (``runs``). None means the number of
-        ticks of X in ``fit`` and 1024 for ``partial_fit``.
+        ticks of X in ``fit`` and 1024 for ``partial_fit``. A stream that ends before T
+        says so with ``partial_fit(X, last=True)`` or ``finish()``: its last release then
+        holds every point.
     runs : int or None, default 1 (an advanced parameter)
         Consecutive runs of T ticks, each with fresh mechanisms, noise and budget:
         a record lies in one run, so the whole sequence stays (ε, δ)-DP per record

@@ -185,6 +185,15 @@ def test_finish_is_an_empty_last_tick_and_does_nothing_at_the_horizon():
         c.partial_fit(chunks[0])  # not a rollover into run 1
     with pytest.raises(ValueError, match="nothing to finish"):
         DPStreamClusterer(3, radius=20.0).finish()
+    # fit under a longer horizon: finish releases what waits; under its own horizon there is nothing to add
+    X = np.vstack(chunks)
+    d = DPStreamClusterer(3, epsilon=1.0, radius=20.0, random_state=1, horizon_ticks=50, tick_size=100).fit(X)
+    waiting = d.engine_.mr.buffered()
+    d.finish()
+    assert waiting > 0 and d.engine_.mr.buffered() == 0 and d.n_ticks_ == -(-len(X) // 100) + 1
+    d = DPStreamClusterer(3, epsilon=1.0, radius=20.0, random_state=1, tick_size=100).fit(X)
+    before = d.release_
+    assert d.finish().release_ is before
 
 
 def test_the_end_release_is_a_replay_of_released_sets_and_the_past_is_unchanged():
