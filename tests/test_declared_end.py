@@ -11,6 +11,7 @@ declares it, and the declared tick is final as the horizon's is. What must hold 
   that sets A's count threshold (at most T blocks per ring and epoch, at most E_max epochs);
 * nothing is accepted after the end (the estimator, the engine and an unbounded run sequence refuse
   it: no silent new run); ``fit`` or a new estimator starts a new stream;
+* the end flush draws the same noise keys whether or not a record waits in a ring (P15);
 * the final release is post-processing of released sets alone (a replay reproduces it), the releases
   before the end tick are those of an undeclared run, and an end declared at T changes nothing.
 """
@@ -251,3 +252,36 @@ def test_the_planner_makes_the_declared_end_final():
     last = plans[9][-1]
     assert last.final and last.flush and not last.adopt
     assert not plans[None][-1].final
+
+
+def _keys_and_shapes(cfg, ticks, t_end, x=None):
+    e = Engine(cfg, SEED, trace=True)
+    shapes = []
+    for t, P in enumerate(ticks[:t_end], start=1):
+        if x is not None and t == x[0]:
+            P = np.r_[P, np.asarray(x[1], float)[None, :]]
+        r = e.step(P, last=t == t_end)
+        shapes.append((r.tick, r.epoch, r.coreset_points.shape, r.centers.shape))
+    return e.noise.keys, shapes
+
+
+@pytest.mark.parametrize("broken", [False, True])
+def test_the_end_flush_draws_the_same_noise_keys_with_or_without_a_record(monkeypatch, broken):
+    """Noise-key audit of the end (P15): a record x alone in its ring just before a declared end (its block
+    goes through A only at the end flush) changes no key the run draws nor any release's shape; an end
+    flush that skipped empty rings would reveal x's ring (broken variant, caught)."""
+    if broken:
+        def flush(self, tick):
+            for r in self.rings:
+                if r.block.n and r.last_release != tick:
+                    r.release_block(tick)
+            self.version += 1
+        monkeypatch.setattr(mr_mod.EpochMergeReduce, "flush", flush)
+    cfg = _cfg(n_clusters=2, radius=10.0, horizon_ticks=64, semicoreset="snap", block_size=10_000)
+    rng = np.random.default_rng(11)
+    means = np.array([[4.0, 4.0], [-4.0, 3.0]])
+    ticks = [means[rng.integers(0, 2, 120)] + rng.normal(scale=0.6, size=(120, 2)) for _ in range(12)]
+    k0, s0 = _keys_and_shapes(cfg, ticks, 12)
+    k1, s1 = _keys_and_shapes(cfg, ticks, 12, x=(11, (0.15, -0.2)))
+    assert sum(k0.values()) > 100
+    assert (k0 == k1 and s0 == s1) == (not broken)
