@@ -173,7 +173,8 @@ class Engine:
                 self.mr = EpochMergeReduce(cfg, self.plan, self.noise, self.A, self.epoch, F.copy(),
                                            self.block_size)
         self.t = t
-        self.ended = bool(last)
+        if last:
+            self.ended = True
         return self._release(t, count_est)
 
     def _ring_centers(self, t: int, count: float) -> np.ndarray:
