@@ -22,7 +22,7 @@ import pytest
 
 import dpstream.epochs as epochs_mod
 import dpstream.merge_reduce as mr_mod
-from dpstream import DPStreamClusterer, Engine, EngineConfig, StreamEnded, release_step, rules  # noqa: F401
+from dpstream import DPStreamClusterer, Engine, EngineConfig, StreamEnded, release_step, rules
 from dpstream.epochs import EpochPlanner
 from dpstream.privacy import PrivacyPlan
 from dpstream.run_setup import RunSetup
