@@ -588,11 +588,12 @@ def test_batch_job_with_the_cluster_decay_rule_releases_what_the_engine_releases
     assert want != [json.loads(json.dumps(age.step(x).to_dict())) for x in ticks]
 
 
-@pytest.mark.parametrize("runs, extra", [(1, []), (2, []), (1, ["--semicoreset=snap"])])
+@pytest.mark.parametrize("runs, extra", [(1, []), (2, []), (1, ["--semicoreset=snap"]), (2, ["--tick_timer=looping"])])
 def test_a_job_that_ends_at_its_input_end_releases_what_the_engine_releases_with_the_end(tmp_path, seed_file, runs,
                                                                                           extra):
     """--end_at_input_end: a file of 13 ticks (the last one half full) under --horizon_ticks 8 × --runs 2, or
-    40 (also with the bicriteria's stages, whose tick timer stops at the end too): the input's last tick is
+    40 (also with the bicriteria's stages, whose tick timer stops at the end too, and with the looping timer
+    that closes one tick at a time): the input's last tick is
     the stream's declared end, final in the job's epoch planner as in the engine (``step(x, last=True)``);
     the job closes no tick after it, and its releases are the library's."""
     X = _blobs(1250, np.random.default_rng(11))
