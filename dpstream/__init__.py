@@ -4,7 +4,7 @@ An implementation of Epasto, Mukherjee and Zhong, "Differentially Private
 Clustering in Data Streams" (arXiv 2307.07449): continual release of a DP
 coreset and k centers with polylogarithmic memory.
 """
-from .engine import Engine
+from .engine import Engine, StreamEnded
 from .noise import UnsafeSeedWarning
 from .params import EngineConfig
 from .privacy import PrivacyPlan
@@ -32,5 +32,5 @@ def __dir__():
 
 
 __all__ = ["DPStreamClusterer", "DPStreamWarning", "Engine", "EngineConfig", "PrivacyPlan", "Release",
-           "ReleaseModel", "ReleasedPlan", "UnsafeSeedWarning", "read_releases"]
+           "ReleaseModel", "ReleasedPlan", "StreamEnded", "UnsafeSeedWarning", "read_releases"]
 __version__ = "0.1.0"

@@ -16,7 +16,7 @@ import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 
 from .contributions import ContributionBounder
-from .engine import Engine
+from .engine import Engine, StreamEnded
 from .runs import RunSequence
 from .noise import seed_bytes
 from .params import PARAMETERS, EngineConfig, objective_exponent
@@ -88,7 +88,9 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
     horizon_ticks : int or None
         Public horizon T of one run: releases happen at ticks 1..T and tick T+1 is
         refused unless more runs are allowed (``runs``). None means the number of
-        ticks of X in ``fit`` and 1024 for ``partial_fit``.
+        ticks of X in ``fit`` and 1024 for ``partial_fit``. A stream that ends before T
+        says so with ``partial_fit(X, last=True)`` or ``finish()``: its last release then
+        holds every point.
     runs : int or None, default 1 (an advanced parameter)
         Consecutive runs of T ticks, each with fresh mechanisms, noise and budget:
         a record lies in one run, so the whole sequence stays (ε, δ)-DP per record
@@ -269,21 +271,54 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         # cannot shift the bounder's run boundaries against the engine's
         return self._bounder.bound(X, privacy_ids, self._engine.next_global_tick)
 
-    def partial_fit(self, X, y=None, privacy_ids=None) -> "DPStreamClusterer":
+    def partial_fit(self, X, y=None, privacy_ids=None, last=False) -> "DPStreamClusterer":
         """Consume one tick of points (0 rows is an empty tick: every mechanism still advances).
 
         ``privacy_ids``: one privacy id per row (any hashable), required exactly when
-        ``max_contributions`` is set."""
+        ``max_contributions`` is set.
+
+        ``last=True`` declares X the stream's last tick (a file read chunk by chunk, a drained
+        source): its release holds every point of the stream, as a release at the horizon does,
+        and the estimator then refuses further points (:class:`~dpstream.StreamEnded`). Without it,
+        a stream that stops before the horizon (``horizon_ticks``, 1024 by default) keeps its points
+        since the last flush out of every release. See :meth:`finish` when the last chunk is only
+        known after it was passed."""
+        if getattr(self, "_engine", None) is not None and self._engine.ended:
+            raise StreamEnded(self._ended_message())
         X = self._check_X(X)
         self._check_ids(privacy_ids)
         if self._engine is None:
             self._start(X.shape[1], DEFAULT_PARTIAL_FIT_HORIZON if self.horizon_ticks is None
                         else self.horizon_ticks)
-        self._take(self._engine.step(self._bounded(X, privacy_ids)))
+        self._take(self._engine.step(self._bounded(X, privacy_ids), last=bool(last)))
         self._n_seen = getattr(self, "_n_seen", 0) + X.shape[0]  # getattr: an estimator pickled by an older version
         if not getattr(self, "_clip_warned", False):
             self._check_clipping()
         return self
+
+    def finish(self) -> "DPStreamClusterer":
+        """Declare the end of the stream after the last ``partial_fit``: one more tick, empty, ends it
+        as ``partial_fit(X, last=True)`` would have (every pending point reaches the release). When
+        the run has just reached its horizon T, whose release already holds every point, no tick is
+        added. Further ``partial_fit`` calls raise :class:`~dpstream.StreamEnded`; ``fit`` (or a
+        clone) starts a new stream. The end is public, like the horizon: decide it from the input's
+        public extent (its file, its row count under replace-one, the clock), not from its contents."""
+        if getattr(self, "_engine", None) is None:
+            raise ValueError("nothing to finish: call partial_fit first")
+        eng = self._engine
+        if eng.ended:
+            raise StreamEnded(self._ended_message())
+        if eng.engine.t >= eng.cfg.horizon_ticks:
+            eng.engine.ended = True  # the horizon flushed at this tick: the same release, nothing added
+            return self
+        self._take(eng.step(self._bounded(np.zeros((0, self.n_features_in_)), [] if self._bounder else None),
+                            last=True))
+        return self
+
+    def _ended_message(self) -> str:
+        return (f"the stream was declared ended at tick {self.n_ticks_} (partial_fit(..., last=True) or "
+                f"finish()); its last release (release_) holds every point. To cluster another stream, "
+                f"start a new estimator (sklearn.base.clone(model)) or call fit")
 
     def fit(self, X, y=None, privacy_ids=None) -> "DPStreamClusterer":
         """Restart and stream X in ticks of ``tick_size`` rows (a position clock); ``privacy_ids`` as

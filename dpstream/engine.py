@@ -11,7 +11,8 @@
 5. on a DP-output-dependent schedule (doubling by default) a grown
    F is adopted: every ring's pending buffer is flushed through A, the epoch's
    coreset is reduced by B and stored, and a new epoch starts with fresh
-   instances.  The horizon T flushes too, so the last release holds every point;
+   instances.  The horizon T flushes too, so the last release holds every point, and so does
+   a tick the user declares the stream's last (``step(x, last=True)``: a public end before T);
 6. the release: B(∪ epoch coresets ∪ open rings' coresets) and k centers
    clustered from it (post-processing; recomputed only when a DP output changed).
 
@@ -39,6 +40,11 @@ from .release import Release
 from .rings import assign_parts, clip_to_ball  # noqa: F401 (clip_to_ball: re-exported)
 from .run_setup import RunSetup
 from .semicoresets import WeightedSet
+
+
+class StreamEnded(RuntimeError):
+    """The stream was declared ended (``last=True``, or ``DPStreamClusterer.finish``): its final release
+    holds every point, and the run takes no further tick."""
 
 
 class Engine:
@@ -107,10 +113,20 @@ class Engine:
         """The last tick every ring's block was released (public ticks, DP counts)."""
         return self.schedule.last_flush
 
-    def step(self, points, bicriteria_update=None) -> Release:
+    ended = False  # the stream was declared ended (class default: an engine pickled before the flag)
+
+    def step(self, points, bicriteria_update=None, last: bool = False) -> Release:
         """Advance one tick. ``bicriteria_update`` = (new centers, count estimate) of this tick
-        from the CenterRegistry, with ``bicriteria="external"`` only."""
+        from the CenterRegistry, with ``bicriteria="external"`` only.
+
+        ``last=True`` declares this tick the stream's end, a public tick like the horizon T: it is
+        final as T is (every ring's pending block goes through A, no epoch change), and the engine
+        refuses any later tick. A run that ends before T releases a prefix of what a run to T would
+        (each ring at most once per tick, at most T blocks per ring and epoch): the plan is unchanged."""
         cfg = self.cfg
+        if self.ended:
+            raise StreamEnded(f"the stream was declared ended at tick {self.t}; its last release holds every "
+                              f"point. A new stream needs a new run (a new estimator, or fit)")
         if (bicriteria_update is not None) != self.external_bicriteria:
             raise ValueError("bicriteria_update is given exactly when the engine was built with "
                              "bicriteria='external'")
@@ -143,7 +159,7 @@ class Engine:
         changed = (cfg.ring_centers == "bicriteria+released" and self._cache is not None
                    and self._cache_version != self._adopted_release)
         gate = count_est if count_est is not None else (float(self._cache[1].sum()) if self._cache else 0.0)
-        adopt, flush, _ = self.schedule.step(t, gate, F.shape[0], changed)
+        adopt, flush, _ = self.schedule.step(t, gate, F.shape[0], changed, end=last)
         if flush:
             # (the public flush ticks flush without an epoch change: a release reflects what arrived)
             self.mr.flush(t)
@@ -157,6 +173,8 @@ class Engine:
                 self.mr = EpochMergeReduce(cfg, self.plan, self.noise, self.A, self.epoch, F.copy(),
                                            self.block_size)
         self.t = t
+        if last:
+            self.ended = True
         return self._release(t, count_est)
 
     def _ring_centers(self, t: int, count: float) -> np.ndarray:

@@ -105,13 +105,15 @@ class EpochSchedule:
         self.last_flush = 0  # the last tick every ring's block was released
         self.last_flush_count = 0.0  # the DP count estimate at that tick
 
-    def step(self, t: int, count: Optional[float], n_candidates: int, release_changed: bool = False):
+    def step(self, t: int, count: Optional[float], n_candidates: int, release_changed: bool = False,
+             end: bool = False):
         """(adopt, flush, final) of tick t: ``count`` its DP count estimate, ``n_candidates`` = |F_t|,
         ``release_changed``: the release changed since the open epoch's rings took their centers (the
-        engine's release-dependent schedules only). At an adoption the next epoch starts at t."""
+        engine's release-dependent schedules only). At an adoption the next epoch starts at t.
+        ``end``: the user declared t the stream's last tick (a public tick, like T): t is final."""
         cfg = self.cfg
         grown = n_candidates > self.adopted_bic or release_changed
-        final = t == cfg.horizon_ticks
+        final = t == cfg.horizon_ticks or bool(end)
         adopt = adopt_now(cfg, t, grown, count, self.count0, self.epoch, self.epoch_start, self.block_size)
         flush = flush_now(cfg, t, adopt, final, self.last_flush, count, self.last_flush_count, self.block_size)
         if flush:
@@ -134,7 +136,7 @@ class TickPlan(NamedTuple):
     first: int               # that epoch's first tick
     adopt: bool              # t closes the epoch (its coreset stored, new rings from this tick's release)
     flush: bool              # every ring that did not release at t releases its block (adopt, t = T, flush ticks)
-    final: bool              # t = T
+    final: bool              # t = T, or the stream's declared last tick
     n_candidates: int        # |F_t| (the bicriteria's candidate centers; 1 without it: the ball's center)
     candidates: Optional[np.ndarray]  # F_t at an adoption tick (the new rings' centers start with it)
 
@@ -162,7 +164,8 @@ class EpochPlanner:
         self.bic = ExternalCenters(cfg)  # without the bicriteria: the ball's center alone
         self.t = 0
 
-    def step(self, n_points: int = 0, bicriteria_update=None) -> TickPlan:
+    def step(self, n_points: int = 0, bicriteria_update=None, end: bool = False) -> TickPlan:
+        """``end``: the stream's declared last tick (public), final as T is."""
         cfg = self.cfg
         t = self.t + 1
         if cfg.bicriteria:
@@ -170,7 +173,7 @@ class EpochPlanner:
         else:
             count = float(self.counter.step(np.array([int(n_points)], dtype=np.int64))[0])
         epoch, first = self.schedule.epoch, self.schedule.epoch_start + 1
-        adopt, flush, final = self.schedule.step(t, count, len(self.bic.F))
+        adopt, flush, final = self.schedule.step(t, count, len(self.bic.F), end=end)
         candidates = self.bic.centers if adopt else None
         self.t = t
         return TickPlan(t, count, epoch, first, adopt, flush, final, len(self.bic.F), candidates)

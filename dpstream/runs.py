@@ -27,7 +27,7 @@ from __future__ import annotations
 import dataclasses
 
 from .counters import HorizonExceeded
-from .engine import Engine
+from .engine import Engine, StreamEnded
 from .noise import as_seed
 from .params import EngineConfig
 from .release import Release
@@ -71,16 +71,24 @@ class RunSequence:
         clock a contribution bounder must reset on, so the two cannot drift apart."""
         return self.run * self.cfg.horizon_ticks + self.engine.t
 
-    def step(self, points, bicriteria_update=None) -> Release:
+    def step(self, points, bicriteria_update=None, last: bool = False) -> Release:
+        """``last=True``: the stream ends at this tick (:meth:`Engine.step`); no run follows it."""
         cfg = self.cfg
+        if self.engine.ended:
+            raise StreamEnded(f"the stream was declared ended at tick {self.next_global_tick} (run {self.run}); "
+                              f"its last release holds every point. A new stream needs a new estimator (or fit)")
         if self.engine.t >= cfg.horizon_ticks:
             if cfg.runs is not None and self.run + 1 >= cfg.runs:
                 raise HorizonExceeded(
                     f"the last run ({cfg.runs} run(s) of T={cfg.horizon_ticks} ticks) has ended; pass runs=None "
                     f"(unbounded) or a larger runs to go on with fresh runs")
             self._roll()
-        rel = self.engine.step(points, bicriteria_update)
+        rel = self.engine.step(points, bicriteria_update, last=last)
         return self._with_window(rel)
+
+    @property
+    def ended(self) -> bool:
+        return self.engine.ended
 
     def _roll(self) -> None:
         """Close the run: keep its final released coreset for the window and start the next run afresh

@@ -112,13 +112,14 @@ class _EpochPlanFn(StageFn):
             if got is None or (need is not None and len(got) < need):
                 break
             del st.pending[t]
-            plans.append(planner.step(sum(got.values())) if need is not None
-                         else planner.step(bicriteria_update=got))
+            end = job.ends_at(r, t)
+            plans.append(planner.step(sum(got.values()), end=end) if need is not None
+                         else planner.step(bicriteria_update=got, end=end))
             st.done = t
         if planner.counter is not None:
             planner.counter.noise = None  # never pickled with the state (re-attached above)
         st.planner = planner
-        if st.done >= job.T:
+        if st.done >= job.last_tick(r):
             state.clear()
         else:
             store_state(state, st)
@@ -184,7 +185,7 @@ class _RouteFn(StageFn):
             out.setdefault(p.epoch, []).append((t, st.points.pop(t), RingPlan.of(p)))
         st.routed += len(ready)
         held = sum(len(x) for x in st.points.values())
-        if st.routed >= self.job.T:
+        if st.routed >= self.job.last_tick(key[0]):
             state.clear()
         else:
             if st.points:  # stored as one array, not one pickled array per tick
@@ -222,7 +223,10 @@ class ClusterTicks(beam.PTransform):
     run), through the stages of the module docstring.
 
     ``ClusterTicks(cfg, clock, seed_path, mode="batch"|"streaming", close_delay_seconds=0.0,
-    n_shards=clock.n_shards, release_log=False)``. ``release_log=True``: every release is emitted as its line of a
+    n_shards=clock.n_shards, release_log=False, end_tick=None)``. ``end_tick``: the global tick the user
+    declared the stream's end (the job's ``--end_at_input_end``): final as T is (every pending block
+    released, ``dpstream.epochs.EpochPlanner.step(end=True)``), and the last tick the job closes.
+    ``release_log=True``: every release is emitted as its line of a
     release log (:mod:`dpstream.release_log`: a repeated coreset refers to its tick, a new one names
     its points by id), for a file sink; False: every release whole (a Pub/Sub topic). With the bicriteria
     (``cfg.bicriteria``) apply it to ``(ticks, registry updates)``, the second the output of
@@ -230,7 +234,7 @@ class ClusterTicks(beam.PTransform):
 
     def __init__(self, cfg: EngineConfig, clock: TickClock, seed_path: str, mode: str = "batch",
                  close_delay_seconds: float = 0.0, n_shards: Optional[int] = None, release_log: bool = False,
-                 label: Optional[str] = None):
+                 end_tick: Optional[int] = None, label: Optional[str] = None):
         super().__init__(label)
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES}, got {mode!r}")
@@ -240,9 +244,12 @@ class ClusterTicks(beam.PTransform):
         total = None if runs is None else runs * cfg.horizon_ticks
         if total is not None and clock.horizon_ticks != total:
             raise ValueError(f"the clock's horizon ({clock.horizon_ticks}) must be runs × T = {total} ticks")
+        if end_tick is not None and not (1 <= end_tick and (total is None or end_tick <= total)):
+            raise ValueError(f"end_tick must be a tick of the horizon 1..{total or '∞'}, got {end_tick!r}")
         self.cfg = cfg
-        schedule = TickSchedule(clock, total, mode, float(close_delay_seconds))
-        self.job = ClusterJob(cfg, seed_path, clock.n_shards if n_shards is None else n_shards, schedule)
+        # a declared end is the last tick the job closes: the stream has no tick after it
+        schedule = TickSchedule(clock, total if end_tick is None else end_tick, mode, float(close_delay_seconds))
+        self.job = ClusterJob(cfg, seed_path, clock.n_shards if n_shards is None else n_shards, schedule, end_tick)
         self.job.release_log = bool(release_log)
 
     @property

@@ -10,7 +10,7 @@ import functools
 import pickle
 import re
 from collections import OrderedDict
-from typing import Any, Tuple
+from typing import Any, Optional, Tuple
 
 import numpy as np
 
@@ -179,8 +179,10 @@ class RunContext(RunSetup):
 class ClusterJob:
     """The public shape of a job's clustering stages (picklable: no seed)."""
 
-    def __init__(self, cfg: EngineConfig, seed_path: str, n_shards: int, schedule: TickSchedule):
+    def __init__(self, cfg: EngineConfig, seed_path: str, n_shards: int, schedule: TickSchedule,
+                 end: Optional[int] = None):
         self.cfg, self.seed_path, self.n_shards, self.schedule = cfg, seed_path, int(n_shards), schedule
+        self.end = None if end is None else int(end)  # the declared end's global tick (public), None: none
         self.T = cfg.horizon_ticks
         self.n_rings = cfg.n_rings
         self.n_epochs = rules.max_epochs(cfg.horizon_ticks)
@@ -192,6 +194,16 @@ class ClusterJob:
 
     def glob(self, r: int, t: int) -> int:
         return r * self.T + t
+
+    def ends_at(self, r: int, t: int) -> bool:
+        """Is tick t of run r the stream's declared end (``--end_at_input_end``)?"""
+        return self.end is not None and self.glob(r, t) == self.end
+
+    def last_tick(self, r: int) -> int:
+        """The last tick of run r: T, or the declared end's tick in the run it ends."""
+        if self.end is not None and self.split(self.end)[0] == r:
+            return self.split(self.end)[1]
+        return self.T
 
 
 def measured(fn):

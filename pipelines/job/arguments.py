@@ -55,6 +55,9 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
         raise OptionError("--csv_header applies to --input files")
     if ns.format is not None and source == "builtin":
         raise OptionError("the built-in stream is numpy arrays: drop --format")
+    if ns.end_at_input_end and (source not in ("files", "builtin") or clock != "position"):
+        raise OptionError("--end_at_input_end needs a bounded input on the position clock (files without "
+                          "--tick_seconds, or the built-in stream): only there is the input's last tick public")
     tick_timer = "looping" if (ns.tick_timer == "looping" or (ns.tick_timer == "auto" and streaming)) else "batch"
     if streaming and tick_timer == "batch":
         raise OptionError("--tick_timer=batch needs a bounded input: a stream closes its ticks one by one (looping)")
@@ -68,7 +71,7 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
         runner=runner, report=ns.report, t_start_given=ns.t_start is not None, csv_header=bool(ns.csv_header),
         files=None, n_slots=None, notes=None, max_clock_skew_seconds=float(skew), point_shards=point_shards,
         tick_timer=tick_timer, unit=unit, full_coresets=bool(ns.full_coresets), csv_columns=None, csv_id_column=None,
-        dim=dim)
+        dim=dim, end_at_input_end=bool(ns.end_at_input_end))
     _or_option_error(user_options.apply, draft, ns)
     if source == "files" and not draft.plan_only:  # --plan_only reads no data, not even file headers
         _plan_files(draft)

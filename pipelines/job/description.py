@@ -69,6 +69,7 @@ class Job:
     max_dead_letter_fraction: float = 0.5  # pipelines.exit_codes
     plan_only: bool = False
     full_coresets: bool = False  # --output: every line holds its coreset (no release-log references)
+    end_at_input_end: bool = False  # --end_at_input_end: the input's last tick is the stream's declared end
 
     # the engine's parameters under the job's option names
     k = property(lambda self: self.cfg.n_clusters, doc="--k: the number of centers")
@@ -104,6 +105,19 @@ class Job:
     def total_ticks(self) -> Optional[int]:
         """Ticks of the whole job: runs × T (the clock's horizon); None with unbounded runs."""
         return None if self.runs is None else self.runs * self.horizon_ticks
+
+    @property
+    def end_tick(self) -> Optional[int]:
+        """``--end_at_input_end``: the input's last global tick, ceil(records / tick_size) — the slot count is
+        public under replace-one (the position clock) — when it comes before the horizon's last tick; None
+        otherwise (the horizon ends the stream there anyway), or before the files were counted."""
+        if not self.end_at_input_end or self.clock != "position":
+            return None
+        slots = self.builtin_n if self.source == "builtin" else self.n_slots
+        if slots is None:
+            return None
+        g = max(1, -(-int(slots) // int(self.tick_size)))
+        return g if self.total_ticks is None or g < self.total_ticks else None
 
     @property
     def releases_path(self) -> Optional[str]:

@@ -41,7 +41,7 @@ def build(p, job: Job, seed_path: str, source=None):
     else:
         releases | "WriteReleases" >> WriteJsonLines(job.releases_path, job.streaming)
     dead_letter | "WriteDeadLetters" >> WriteJsonLines(job.dead_letter, job.streaming)
-    releases | "Progress" >> LogProgress(job.total_ticks, time.time())  # a side branch: logs only
+    releases | "Progress" >> LogProgress(job.end_tick or job.total_ticks, time.time())  # a side branch: logs only
     return {"releases": releases, "dead_letter": dead_letter}
 
 
@@ -139,10 +139,10 @@ def cluster(ticks, job: Job, seed_path: str):
     # a file is a release log (a repeated coreset refers to its first tick, a new one names its points by
     # id); a topic's messages stand alone
     stages = ClusterTicks(cfg, clock, seed_path, mode=mode, close_delay_seconds=delay,
-                          release_log=not job.output_topic and not job.full_coresets)
+                          release_log=not job.output_topic and not job.full_coresets, end_tick=job.end_tick)
     if not cfg.bicriteria:
         return ticks | "ClusterTicks" >> stages
-    schedule = TickSchedule(clock, job.total_ticks, mode, delay)
+    schedule = TickSchedule(clock, job.end_tick or job.total_ticks, mode, delay)
     reports = ticks | "BicriteriaCenters" >> BicriteriaCenters(cfg, schedule, seed_path)
     updates = reports | "CenterRegistry" >> CenterRegistry(cfg, seed_path)
     return (ticks, updates) | "ClusterTicks" >> stages

@@ -132,6 +132,9 @@ def announce(job: Job) -> None:
              f"{job.tick_size} = {cap:,} slots: the records from slot {cap:,} on will be dropped (the slot count "
              f"is public: ceil({job.n_slots:,} / {job.tick_size}) = {math.ceil(job.n_slots / job.tick_size)} ticks "
              f"would hold them all)")
+    if job.end_tick is not None:
+        log.info("dpstream: the input ends at tick %d of %d: declared the stream's end (--end_at_input_end), "
+                 "every pending block is released there", job.end_tick, job.total_ticks)
     if job.clock == "event_time":
         from pipelines.summary import horizon_span
         log.info("dpstream: event-time horizon: ticks 1..%s of %g s span %s%s",

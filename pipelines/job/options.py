@@ -85,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
                                      "itself. Required for timestamped files; Pub/Sub default: the launch time")
     g.add_argument("--horizon_ticks", type=int, help="public horizon T of one run: ticks 1..T release, later records "
                                                      "go to the next run or are dropped (required with an input)")
+    g.add_argument("--end_at_input_end", action="store_true",
+                   help="a file (or the built-in stream) read with the position clock that ends before the horizon: "
+                        "its last tick, ceil(records / tick_size) (public under replace-one), is declared the "
+                        "stream's end, as the library's partial_fit(X, last=True): every pending block is released "
+                        "there and the job closes no later tick. Without it the ticks after the input's end release "
+                        "too, and the points since the last flush reach no release")
     g.add_argument("--runs", default="1",
                    help="consecutive runs of T ticks (public): run r holds global ticks r·T+1 .. (r+1)·T with fresh "
                         "mechanisms, noise keys and budget ε — records of different runs are disjoint, so every "

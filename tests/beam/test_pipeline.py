@@ -586,3 +586,45 @@ def test_batch_job_with_the_cluster_decay_rule_releases_what_the_engine_releases
     assert got == want and len(got) == T
     age = Engine(cfg.with_(release_decay_rule="age"), load_seed(seed_file))
     assert want != [json.loads(json.dumps(age.step(x).to_dict())) for x in ticks]
+
+
+@pytest.mark.parametrize("runs, extra", [(1, []), (2, []), (1, ["--semicoreset=snap"]), (2, ["--tick_timer=looping"])])
+def test_a_job_that_ends_at_its_input_end_releases_what_the_engine_releases_with_the_end(tmp_path, seed_file, runs,
+                                                                                          extra):
+    """--end_at_input_end: a file of 13 ticks (the last one half full) under --horizon_ticks 8 × --runs 2, or
+    40 (also with the bicriteria's stages, whose tick timer stops at the end too, and with the looping timer
+    that closes one tick at a time): the input's last tick is
+    the stream's declared end, final in the job's epoch planner as in the engine (``step(x, last=True)``);
+    the job closes no tick after it, and its releases are the library's."""
+    X = _blobs(1250, np.random.default_rng(11))
+    horizon = 8 if runs == 2 else 40
+    np.save(tmp_path / "a.npy", X)
+    argv = [f"--input={tmp_path}/a.npy", "--dim=2", "--radius=12", "--k=3", "--tick_size=100",
+            f"--horizon_ticks={horizon}", f"--runs={runs}", f"--seed_file={seed_file}", "--epsilon=1",
+            f"--output={tmp_path / 'out'}", "--end_at_input_end"] + extra
+    _run_batch(argv)
+    got = sorted(_read_jsonl(tmp_path / "out" / "releases.jsonl"), key=lambda r: r["global_tick"])
+    job, _ = job_mod.parse_args(argv)
+    assert job.end_tick == 13
+    from dpstream.runs import RunSequence
+    seq = RunSequence(job_mod.engine_config(job), load_seed(seed_file))
+    ticks = [X[i:i + 100] for i in range(0, 1250, 100)]
+    want = [json.loads(json.dumps(seq.step(x, last=g == 13).to_dict())) for g, x in enumerate(ticks, start=1)]
+    assert got == want and len(got) == 13
+    # without the option the job releases every tick of the horizon, and tick 13 leaves points unreleased
+    plain = RunSequence(job_mod.engine_config(job), load_seed(seed_file))
+    before = [json.loads(json.dumps(plain.step(x).to_dict())) for x in ticks]
+    assert before[:12] == want[:12] and before[12] != want[12]
+
+
+def test_the_input_end_option_needs_a_public_last_tick(tmp_path):
+    base = [f"--output={tmp_path}/out", "--end_at_input_end"]
+    job, _ = job_mod.parse_args(base + ["--builtin_n=1000", "--tick_size=300", "--horizon_ticks=10"])
+    assert job.end_tick == 4
+    job, _ = job_mod.parse_args(base + ["--builtin_n=1000", "--tick_size=300"])  # T = the stream's own 4 ticks
+    assert job.end_tick is None
+    job, _ = job_mod.parse_args(base[:1] + ["--builtin_n=1000", "--tick_size=300", "--horizon_ticks=10"])
+    assert job.end_tick is None  # not asked for: the horizon ends the stream, as before
+    with pytest.raises(job_mod.OptionError, match="position clock"):
+        job_mod.parse_args(base + ["--input_subscription=projects/p/subscriptions/s", "--horizon_ticks=10",
+                                   "--dim=2", "--k=2", "--radius=5"])

@@ -34,14 +34,18 @@ def register(peer: Peer) -> Peer:
     return peer
 
 
-def run_stream(ds, model, ckpt_ticks, track_state=True) -> dict:
-    """Feed ds.X to ``model.partial_fit`` one tick at a time; the fit clocks cover partial_fit only."""
+def run_stream(ds, model, ckpt_ticks, track_state=True, declare_end=False) -> dict:
+    """Feed ds.X to ``model.partial_fit`` one tick at a time; the fit clocks cover partial_fit only.
+    ``declare_end``: the last tick is ``partial_fit(X, last=True)`` (dpstream's declared end)."""
     want, clock, state, centers = set(ckpt_ticks), FitClock(), StateTracker(), {}
     T = ds.T
     for t in range(1, T + 1):
         xb = ds.X[(t - 1) * ds.tick:t * ds.tick]
         with clock:
-            model.partial_fit(xb)
+            if declare_end and t == T:
+                model.partial_fit(xb, last=True)
+            else:
+                model.partial_fit(xb)
         if track_state:
             state.after_tick(model)
         if t in want or t == T:
