@@ -29,6 +29,8 @@ Implementations:
 * ``TreeSemicoreset`` (default): noisy-count / noisy-mean LSH tree (the hierarchical-partition coresets of offline DP clustering).
 * ``LloydSemicoreset``: DP-Lloyd turned into a semicoreset by the paper's Theorem 7.
 * ``SnapSemicoreset``: each part snapped to its ball's center, the paper's baseline.
+* with ``tree_cells`` > 0, :class:`dpstream.cells.TreeCellsSemicoreset`: the tree locates k centers per
+  part and one noisy mean per Voronoi cell of the raw block is released.
 """
 from __future__ import annotations
 
@@ -393,4 +395,8 @@ SEMICORESETS = {"tree": TreeSemicoreset, "lloyd": LloydSemicoreset, "snap": Snap
 
 
 def make_semicoreset(cfg: EngineConfig, plan: PrivacyPlan, noise: NoiseSource) -> Semicoreset:
+    if cfg.semicoreset == "tree" and cfg.tree_cells:
+        from .cells import TreeCellsSemicoreset  # here: cells builds on this module
+
+        return TreeCellsSemicoreset(cfg, plan, noise)
     return SEMICORESETS[cfg.semicoreset](cfg, plan, noise)
