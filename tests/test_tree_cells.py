@@ -20,7 +20,7 @@ import re
 import numpy as np
 import pytest
 
-import dpstream.cells as cells_mod
+import dpstream.blocks as blocks_mod
 import dpstream.privacy as privacy_mod
 import dpstream.semicoresets as sc_mod
 from dpstream.blocks import normalise
@@ -56,7 +56,7 @@ def test_off_is_the_configuration_and_plan_of_before():
     plan = PrivacyPlan.build(off)
     assert [ln.component for ln in a_lines(plan)] == ["semicoreset A counts", "semicoreset A sums"]
     assert plan.a_cell_count_scale == plan.a_cell_sum_scale == 0.0
-    assert type(make_semicoreset(off, plan, NoiseSource(bytes(32)))).__name__ == "TreeSemicoreset"
+    assert type(make_semicoreset(off, plan, NoiseSource(bytes(32))).open_block(np.zeros((1, 4)), np.ones(1), ("A", 0, 0))).__name__ == "LeafSketch"
 
 
 def _ledger_check(delta, f):
@@ -117,16 +117,16 @@ def _queries(cfg, X, part, centers, radii, leaves=None):
     A = make_semicoreset(cfg, PrivacyPlan.build(cfg), NoiseSource(bytes(range(32))))
     out = {}
 
-    def tree_run(self, block, key):
+    def tree_leaves(self, block, key):
         out["leaves"] = orig(self, block, key)
         return out["leaves"] if leaves is None else leaves
 
-    orig = sc_mod.TreeSemicoreset.run
-    sc_mod.TreeSemicoreset.run = tree_run
+    orig = sc_mod.TreeSemicoreset._leaves
+    sc_mod.TreeSemicoreset._leaves = tree_leaves
     try:
         A(X, part, centers, radii, ("A", 0, 0, 0))
     finally:
-        sc_mod.TreeSemicoreset.run = orig
+        sc_mod.TreeSemicoreset._leaves = orig
     return {key: v for key, v in Probe.log}, out["leaves"], A
 
 
@@ -176,6 +176,6 @@ def test_participation_catches_cells_that_do_not_clip(monkeypatch):
         x, p = self.raw()
         return (x - self.centers[p]) / self.radii[p][:, None], p
 
-    monkeypatch.setattr(cells_mod.CellBlock, "points", unclipped)
+    monkeypatch.setattr(blocks_mod.CellBlock, "points", unclipped)
     with pytest.raises(AssertionError):
         participation(monkeypatch, outside=True)
