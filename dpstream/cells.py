@@ -1,4 +1,4 @@
-"""A's cells (``tree_cells`` > 0): the tree locates, one noisy mean per cell releases.
+"""A's cells (``tree_cells`` > 0, P20): the tree locates, one noisy mean per cell releases.
 
 The hyperplane tree's leaves are cones of random hyperplanes: on high-dimensional data they do not
 follow the clusters, and a leaf's mean mixes several of them. Measured on one block of a short stream
