@@ -10,7 +10,8 @@ block (one part: the public ball), A's budget at ε = 1, δ = 1e-6 from the engi
 Gaussian; Σ (Δ/σ)² over A's queries is what a variant may spend), k centers fitted to the variant's weighted
 output (KMeans, n_init = 3), cost on all points over KMeans' own (n_init = 3).
 
-``tree`` is the engine's A itself. ``sim[:key=value,...]`` re-implements it with float Gaussian noise (its
+``tree`` is the engine's A itself; ``tree:key=value,...`` the engine's A with EngineConfig overrides (the
+cells of ``tree_cells``, say). ``sim[:key=value,...]`` re-implements it with float Gaussian noise (its
 defaults reproduce ``tree``: check that first), and each key changes one thing:
 
 * ``depth`` (D; default the engine's rule), ``keep`` (θ_k in units of the leaf sum noise's norm √p·σ_sum,
@@ -137,6 +138,14 @@ def sim(b: Block, seed, depth=None, keep=3.0, branch=2.0, phi=None, cap=0, split
         C = Mc / np.maximum(np.linalg.norm(Mc, axis=1), 1.0)[:, None]
     return weighted_kmeans(b.c + b.R * C, cnt[keep_c], k, seed), len(W)
 
+def engine_a(b: Block, seed, overrides):
+    from dpstream.run_setup import RunSetup
+
+    setup = RunSetup(b.cfg.with_(**overrides), b"block-partition-benchmark-seed-0")
+    out = setup.A(b.X, np.zeros(b.n, dtype=np.int64), b.c[None], np.array([b.R]), ("block", seed))
+    return weighted_kmeans(out.points, out.weights, b.k, seed), len(out.weights)
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("dataset")
@@ -152,6 +161,8 @@ def main(argv=None):
         for s in range(a.seeds):
             if name == "mean":
                 C, m = b.X.mean(0)[None], 1
+            elif name == "tree" and args:  # the engine's A with EngineConfig overrides (e.g. tree_cells=0.8)
+                C, m = engine_a(b, s, eval(f"dict({args})", {}))
             elif name == "tree":
                 C, m = b.tree(s)
             elif name == "sim":
