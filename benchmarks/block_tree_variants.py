@@ -111,7 +111,8 @@ def sim(b: Block, seed, depth=None, keep=3.0, branch=2.0, phi=None, cap=0, split
     p = Z.shape[1]
     tail = math.sqrt(2 * math.log(2 / b.cfg.weight_beta))  # one part, one release
     theta_k = max(sig_c * tail, keep * math.sqrt(p) * sig_s)
-    theta_root = max(theta_k, sig_c * math.sqrt(2 * math.log(2 * b.cfg.horizon_ticks * b.cfg.n_rings / b.cfg.weight_beta)))
+    run_wide = b.cfg.horizon_ticks * b.cfg.n_rings  # the root's union bound over the run's blocks
+    theta_root = max(theta_k, sig_c * math.sqrt(2 * math.log(2 * run_wide / b.cfg.weight_beta)))
     if cap:
         n_noisy = n + rng.normal() * sig_c  # in the engine this is the root's own noisy count
         theta_k = max(min(theta_k, n_noisy / (2 * k)), sig_c * tail)
