@@ -7,7 +7,8 @@ tick until the sparse vector fires or the epoch ends; then A releases it, exactl
 Raw points stay raw until A (P7): nothing here samples, merges or
 approximates. What a block keeps is exactly what its A reads:
 
-* :class:`RawBlock` — the points themselves (DP-Lloyd iterates over them).
+* :class:`RawBlock` — the points themselves (DP-Lloyd iterates over them); :class:`CellBlock` adds the
+  tree's directions (the tree with cells sketches the points at release, then labels them).
 * :class:`LeafSketch` — for the tree semicoreset (and snap, with depth 0): each point is
   normalised into its part's ball, y = (x − c_p)/r_p clipped to ‖y‖ ≤ 1 (P10),
   quantised to the public grid q = trunc(2^b·y) (P11), and given its leaf code in the
@@ -107,6 +108,18 @@ class RawBlock:
 
     def state_floats(self) -> int:
         return self.n * (self.dim + 1) + self.radii.size
+
+
+class CellBlock(RawBlock):
+    """Raw points and part indices (as :class:`RawBlock`) and the block's tree directions: the tree with
+    cells (``tree_cells``) sketches the points at release and labels them with its cells' centers."""
+
+    def __init__(self, centers: np.ndarray, radii: np.ndarray, directions: np.ndarray, dim: int):
+        super().__init__(centers, radii, dim)
+        self.V = np.asarray(directions, dtype=float).reshape(-1, dim)
+
+    def state_floats(self) -> int:
+        return super().state_floats() + self.V.size
 
 
 class LeafSketch:

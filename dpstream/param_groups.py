@@ -200,6 +200,11 @@ class BlackBoxA:
       root_tail: how the root threshold's union bound is spread over the run's blocks
         (:class:`~dpstream.choices.RootTail`; ``block`` keeps a ring's first blocks from paying for a far
         horizon's).
+      tree_cells: the share of A's budget, in [0, 1), spent on cells (``tree`` only; 0, the default: off).
+        On, the tree's leaves only locate k centers per part (a k-means of their noisy means), every
+        point of the block is labelled with its part's nearest, and A's output is one noisy mean and
+        noisy count per (part, cell): a partition that follows the data instead of the hyperplanes
+        (:mod:`dpstream.cells`). The block then keeps its raw points until A.
     """
     semicoreset: Semicoreset = Semicoreset.TREE
     tree_depth: Optional[int] = None
@@ -209,6 +214,7 @@ class BlackBoxA:
     count_share: Optional[float] = None
     weight_beta: float = 0.5
     root_tail: RootTail = RootTail.BLOCK
+    tree_cells: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -42,7 +42,8 @@ PARAMETERS = (
     "tree_branch_factor", "lloyd_iters", "count_share", "weight_beta", "privacy_split", "n_init",
     "sum_grid_bits", "max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit",
     # added later, so they come last: the earlier keys keep their order
-    "flush_growth", "flush_min_blocks", "root_tail", "release_decay_rule", "release_cover_factor", "ring_tolerance")
+    "flush_growth", "flush_min_blocks", "root_tail", "release_decay_rule", "release_cover_factor", "ring_tolerance",
+    "tree_cells")
 UNIT_FIELDS = ("max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit")
 _NAMES = {name: tuple(f.name for f in fields(cls)) for name, cls in GROUPS}
 _GROUP_OF = {field: name for name, names in _NAMES.items() for field in names}
@@ -146,6 +147,8 @@ class EngineConfig:
         if self.max_contributions is None:  # record level: the same dict (and config hash) as before units
             for name in UNIT_FIELDS:
                 d.pop(name)
+        if not self.tree_cells:  # off: the same dict (and config hash) as before the option
+            d.pop("tree_cells")
         return d
 
     def _key(self) -> tuple:
@@ -329,6 +332,12 @@ def _check_and_normalise(v: dict) -> None:
     _check(_is_num(v["flush_min_blocks"]) and math.isfinite(v["flush_min_blocks"]) and v["flush_min_blocks"] >= 0,
            f"flush_min_blocks must be a finite number >= 0, got {v['flush_min_blocks']!r}")
     _check(v["tree_keep_factor"] > 0 and v["tree_branch_factor"] > 0, "tree factors must be > 0")
+    cells = v["tree_cells"]
+    _check(_is_num(cells) and 0 <= cells < 1, f"tree_cells must be a share in [0, 1), got {cells!r}")
+    v["tree_cells"] = float(cells)
+    _check(not cells or v["semicoreset"] == Semicoreset.TREE, "tree_cells needs semicoreset='tree'")
+    _check(not cells or v["max_contributions"] is None,
+           "tree_cells is not available with a bounded privacy unit (max_contributions)")
     _check(4 <= v["sum_grid_bits"] <= 40, "sum_grid_bits must be in [4, 40]")
     try:
         split = tuple(float(s) for s in v["privacy_split"])

@@ -24,6 +24,8 @@ def _engine(cfg: EngineConfig):
 
 
 def leaves_per_part(cfg: EngineConfig) -> int:
+    if cfg.semicoreset == "tree" and cfg.tree_cells:  # k cells per part
+        return cfg.n_clusters
     return {"tree": 2 ** cfg.tree_depth, "lloyd": cfg.n_clusters, "snap": 1}[cfg.semicoreset]
 
 
@@ -37,7 +39,9 @@ def bound_terms(cfg: EngineConfig, svt_scale: float, block_size: int, n_f: int =
     a = 2.0 * svt_scale * math.log(I * T / BETA)
     P = n_f + k
     M = block_size
-    if cfg.semicoreset == "tree":
+    if cfg.semicoreset == "tree" and cfg.tree_cells:  # raw points until A, and the tree's directions
+        block = (M + a) * (d + 1) + cfg.tree_depth * d + P
+    elif cfg.semicoreset == "tree":
         block = min(M + a, P * 2 ** cfg.tree_depth) * (d + 2) + cfg.tree_depth * d + P
     elif cfg.semicoreset == "lloyd":
         block = (M + a) * (d + 1) + P

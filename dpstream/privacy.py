@@ -242,6 +242,8 @@ class PrivacyPlan:
     runs: object = 1  # consecutive runs of T ticks (None: unbounded); each is calibrated as above
     horizon_ticks: int = 0
     unit: Optional[dict] = None  # the privacy unit and its bounds (None: one record is the unit)
+    a_cell_count_scale: float = 0.0  # A's cells (``tree_cells``; 0: off): one count and one sum per record
+    a_cell_sum_scale: float = 0.0
 
     @property
     def total_epsilon(self) -> float:
@@ -328,6 +330,9 @@ class PrivacyPlan:
                             f"one (tree, rep) instance per record"))
                 z_a = math.sqrt(1.0 / inv_a)
                 phi = cfg.count_share if m_s > 0 else 1.0
+                f = cfg.tree_cells
+                if f:  # the tree keeps 1 − f of A's Σ(Δ/σ)², the cells f, each split φ : 1 − φ
+                    z_a /= math.sqrt(1 - f)
                 sens_c = math.sqrt(m_c * rel1) * g
                 a_count_scale = z_a * sens_c / math.sqrt(phi)
                 out.append(LedgerLine("semicoreset A counts", "gaussian", a_count_scale, sens_c, 1,
@@ -340,6 +345,8 @@ class PrivacyPlan:
                     out.append(LedgerLine("semicoreset A sums", "gaussian", a_sum_scale, sens_s, 1,
                                           gaussian_epsilon(a_sum_scale / sens_s, cfg.delta / 4),
                                           f"{m_s} noisy sums per record (normalised ball)"))
+                if f:
+                    out.extend(_cell_lines_gaussian(z_a * math.sqrt((1 - f) / f), phi, rel1, s2, g, cfg.delta))
                 return out, bic_scale, a_count_scale, a_sum_scale, count_scale
 
             # The lines are discretised one by one in the reported PLD, which can land a hair above
@@ -378,6 +385,8 @@ class PrivacyPlan:
                                         L_T * rel_cnt * g, 1, eps_cnt, _counter_note(L_T, rel_cnt)))
             eps_a = w_a * cfg.epsilon
             phi = cfg.count_share if m_s > 0 else 1.0
+            eps_cells = cfg.tree_cells * eps_a  # the cells' share of A's ε (0: off), split φ : 1 − φ
+            eps_a -= eps_cells
             sens_c = m_c * rel1 * g
             a_count_scale = sens_c / (phi * eps_a)
             lines.append(LedgerLine("semicoreset A counts", "discrete_laplace", a_count_scale, sens_c, 1,
@@ -389,6 +398,12 @@ class PrivacyPlan:
                                         (1 - phi) * eps_a, f"{m_s} noisy sums per record, ℓ1 √d per sum"))
             else:
                 a_sum_scale = 0.0
+            if eps_cells:
+                lines.append(LedgerLine("semicoreset A cell counts", "discrete_laplace", rel1 / (phi * eps_cells),
+                                        rel1, 1, phi * eps_cells, "1 noisy count per record (its cell)"))
+                lines.append(LedgerLine("semicoreset A cell sums", "discrete_laplace",
+                                        s2 * math.sqrt(d) / ((1 - phi) * eps_cells), s2 * math.sqrt(d), 1,
+                                        (1 - phi) * eps_cells, "1 noisy sum per record (its cell), ℓ1 √d"))
             basic = sum(ln.epsilon for ln in lines)
             pld_eps = basic
             a_mech = bic_mech = "discrete_laplace"
@@ -406,7 +421,8 @@ class PrivacyPlan:
                    a_count_mult=m_c, a_sum_mult=m_s, pld_epsilon=pld_eps, basic_epsilon=basic,
                    test_seed=bool(test_seed), participation=participation, count_scale=count_scale,
                    count_mechanism=bic_mech, runs=cfg.runs, horizon_ticks=cfg.horizon_ticks,
-                   unit=_unit(cfg))
+                   unit=_unit(cfg), a_cell_count_scale=_line_noise(lines, "semicoreset A cell counts"),
+                   a_cell_sum_scale=_line_noise(lines, "semicoreset A cell sums"))
 
     @classmethod
     def _non_private(cls, cfg, n_inst, m_c, m_s, test_seed):
@@ -459,6 +475,23 @@ def _pld_epsilon(gauss_lines, eps_svt: float, delta: float, epsilon: float) -> f
     vdi = pld_discretisation(epsilon)
     return gaussian_pld(joint_noise_multiplier(gauss_lines), vdi).compose(
         pure_pld(eps_svt, vdi)).get_epsilon_for_delta(delta)
+
+
+def _cell_lines_gaussian(z_cells: float, phi: float, rel1: float, s2: float, g: float, delta: float):
+    """The Gaussian ledger lines of A's cells: one count (Δ² = rel1·g²) and one sum (Δ = s2·g) per
+    record, with noise multiplier ``z_cells`` (the cells' share of A's Σ(Δ/σ)²) split φ : 1 − φ."""
+    c_scale = z_cells * math.sqrt(rel1) * g / math.sqrt(phi)
+    s_scale = z_cells * s2 * g / math.sqrt(1 - phi)
+    return [LedgerLine("semicoreset A cell counts", "gaussian", c_scale, math.sqrt(rel1) * g, 1,
+                       gaussian_epsilon(c_scale / (math.sqrt(rel1) * g), delta / 4),
+                       "1 noisy count per record (its cell)"),
+            LedgerLine("semicoreset A cell sums", "gaussian", s_scale, s2 * g, 1,
+                       gaussian_epsilon(s_scale / (s2 * g), delta / 4),
+                       "1 noisy sum per record (its cell, normalised ball)")]
+
+
+def _line_noise(lines, component: str) -> float:
+    return next((ln.noise for ln in lines if ln.component == component), 0.0)
 
 
 def a_multiplicities(cfg: EngineConfig) -> Tuple[int, int]:

@@ -29,6 +29,8 @@ Implementations:
 * ``TreeSemicoreset`` (default): noisy-count / noisy-mean LSH tree (the hierarchical-partition coresets of offline DP clustering).
 * ``LloydSemicoreset``: DP-Lloyd turned into a semicoreset by the paper's Theorem 7.
 * ``SnapSemicoreset``: each part snapped to its ball's center, the paper's baseline.
+  With ``tree_cells`` > 0 its leaves only locate k centers per part and one noisy mean per Voronoi
+  cell of the raw block is released (:mod:`dpstream.cells`).
 """
 from __future__ import annotations
 
@@ -38,7 +40,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .blocks import LeafSketch, RawBlock, normalise, quantise
+from . import cells
+from .blocks import CellBlock, LeafSketch, RawBlock, normalise, quantise
 from .noise import NoiseSource
 from .params import EngineConfig
 from .rings import partition_nearest
@@ -257,7 +260,24 @@ class TreeSemicoreset(Semicoreset):
 
     def open_block(self, centers, radii, key, directions=None):
         V = self.directions(key) if directions is None else directions
+        if self.cfg.tree_cells:
+            return CellBlock(centers, radii, V, self.cfg.dim)
         return LeafSketch(centers, radii, V, self.cfg.dim, self.grid)
+
+    def leaf_threshold(self) -> float:
+        if not self.cfg.tree_cells:
+            return super().leaf_threshold()
+        s = self.plan.a_cell_sum_scale
+        per = s if self.plan.a_mechanism == "gaussian" else s * math.sqrt(2.0)
+        return max(self.cell_tail(1), cells.CELL_KEEP_FACTOR * math.sqrt(self.cfg.dim) * per)
+
+    def cell_tail(self, n_cells: int, key=None) -> float:
+        """τ of the cells' counts: :meth:`count_tail`'s run-wide bound at the cells' count scale."""
+        n = max(int(n_cells), 1) * self.run_wide_blocks(key)
+        s, beta = self.plan.a_cell_count_scale, self.cfg.weight_beta
+        if self.plan.a_mechanism == "gaussian":
+            return s * math.sqrt(2.0 * math.log(2.0 * n / beta))
+        return s * math.log(2.0 * n / beta)
 
     def thresholds(self, n_parts: int, key=None):
         """(θ_root, θ_keep, θ_branch) of a release with ``n_parts`` parts (public numbers) of block ``key``."""
@@ -267,6 +287,33 @@ class TreeSemicoreset(Semicoreset):
         return theta_root, theta_k, max(cfg.tree_branch_factor, 1.0) * theta_k
 
     def run(self, block, key):
+        return self._cells(block, key) if self.cfg.tree_cells else self._leaves(block, key)
+
+    def _cells(self, block, key):
+        """Steps 1–4 of :mod:`dpstream.cells` on a :class:`CellBlock`."""
+        d, k, n_parts = self.cfg.dim, self.cfg.n_clusters, block.n_parts
+        x, part = block.raw()
+        sketch = LeafSketch(block.centers, block.radii, block.V, d, self.grid)
+        sketch.add(x, part)
+        leaves = self._leaves(sketch, key)
+        C = cells.centers_from_leaves(leaves.points, leaves.weights, leaves.part, n_parts, k, self.cfg.objective,
+                                      lambda p: self.noise.generator(key + ("cells", "fit", p)))
+        y, part = block.points()
+        n_cells = n_parts * k
+        cell = part * k + cells.label(y, part, C)
+        owner = np.repeat(np.arange(n_parts), k)  # a public shape: one draw per purpose, in part order
+        noisy = np.bincount(cell, minlength=n_cells) + self.part_noise(
+            key + ("cells", "count"), owner, scale=self.plan.a_cell_count_scale, per_part=False)
+        sums_q = group_sum(cell, self.quantise(y), n_cells) if len(y) else np.zeros((n_cells, d), dtype=np.int64)
+        sums = (sums_q + self.part_noise(key + ("cells", "sum"), owner, (d,), self.plan.a_cell_sum_scale * self.grid,
+                                         per_part=False)) / self.grid
+        means = sums / np.maximum(noisy, 1)[:, None]
+        nrm = np.linalg.norm(means, axis=1)
+        means = np.where((nrm > 1)[:, None], means / np.maximum(nrm, 1e-300)[:, None], means)
+        w = np.where(noisy >= self.cell_tail(n_cells, key), noisy, 0)
+        return WeightedSet(means, w, owner)
+
+    def _leaves(self, block, key):
         D, d = block.depth, self.cfg.dim
         keys, ecount, esum = block.compact()
         n_parts = block.n_parts

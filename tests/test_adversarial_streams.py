@@ -307,3 +307,13 @@ def test_the_pickled_engine_is_as_small_as_its_state_after_a_big_tick(seed):
     e.step(np.random.default_rng(0).normal(size=(200_000, 2)))
     # 8 bytes a float, and a generous allowance for the pickle's own structure
     assert len(pickle.dumps(e)) <= 8 * e.state_size() + 200_000
+
+
+def test_the_bound_holds_with_cells(seed):
+    """tree_cells: the blocks hold raw points until A and A releases k cells per part (the plan's terms)."""
+    mon = Monitor(make_flavoured(seed, "defaults", horizon_ticks=32, tree_cells=0.5))
+    rng = np.random.default_rng(1)
+    for t in range(32):
+        mon.step(rng.normal(scale=3.0, size=(N_TICK, 2)) + (t % 3) * 2.0)
+    assert mon.e.epoch >= 1  # epochs closed: blocks released through A with cells
+    mon.summary("cells")

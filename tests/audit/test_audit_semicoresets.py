@@ -22,12 +22,16 @@ The record is placed where the release is most sensitive to it:
   sum·sign ≥ 1" has ratio e^{2/b_count + 1/b_sum} = e^{ε_A}.
 * lloyd (one iteration): D has n = ⌈τ_w⌉ − 1 points at the centre, D' adds x at ‖y‖ = 1; the
   released weight (final noisy count) and centre (noisy sum / noisy count) carry the loss.
+* tree with cells (``tree_cells`` 0.8, k = 1: one cell per part, whatever the tree's leaves): D has
+  n = ⌈τ_cells⌉ − 1 points at the centre, D' adds x at ‖y‖ = 1; the released cell's weight (its noisy
+  count) and mean (noisy sum / noisy count) carry the cells' share of ε_A, the tree's leaves are not
+  released.
 * snap under replace-one: x moves from part a to part b (the plan charges 2·(1/b) for the two parts).
 * snap with δ > 0 (rounded Gaussian counts): the same placement, threshold events on the weight,
   audited in the (ε, δ) form against the ledger line of A's counts (ε at δ/4).
 
 Events are chosen on a calibration run (ratio order over the per-trial summaries).  Broken variants
-that must fail: every A scale halved (tree, lloyd, snap); the exact count released as the weight
+that must fail: every A scale halved (tree, lloyd, snap; the cells' scales with cells); the exact count released as the weight
 (snap); the plan calibrated for add/remove under replace-one.  Last, the placement "x alone in an
 otherwise empty part", which catches an A that skips empty parts.
 """
@@ -143,9 +147,29 @@ def run_lloyd(cfg, tag, side, phase, n_trials, K=10_000):
     return np.concatenate(res)[:n_trials]
 
 
+def run_cells(cfg, tag, side, phase, n_trials, K=5_000):
+    res = []
+    for b in range(math.ceil(n_trials / K)):
+        noise = NoiseSource(H.seed_for("cells", tag, side, phase, b))
+        A = make_semicoreset(cfg, PrivacyPlan.build(cfg), noise)
+        key = ("A", b, "audit")
+        n = math.ceil(A.cell_tail(K, key)) - 1
+        x = np.zeros((K * n + K * side, 1))
+        part = np.concatenate([np.repeat(np.arange(K), n), np.arange(K) if side else np.zeros(0, np.int64)])
+        x[K * n:, 0] = 1.0
+        out = A(x, part, np.zeros((K, 1)), np.ones(K), key)
+        big = np.zeros(K, dtype=np.int64)
+        big[out.part] = out.weights >= n + 1
+        c = np.full(K, -99.0)
+        c[out.part] = out.points[:, 0]
+        u = np.where(c > -99, np.clip(np.floor(c * n * 2), -6, 6), -9)  # the mean in ½-record steps
+        res.append(np.stack([big, u.astype(np.int64)], axis=1))
+    return np.concatenate(res)[:n_trials]
+
+
 RUNNERS = {"snap": run_snap, "snap_replace": run_snap_replace, "tree": run_tree, "lloyd": run_lloyd,
            "snap_gauss": lambda *a: run_snap(*a, clip=15),
-           "tree_projected": lambda *a: run_tree(*a, pieces=3)}
+           "tree_projected": lambda *a: run_tree(*a, pieces=3), "tree_cells": run_cells}
 CFGS = {
     "snap": lambda: a_cfg("snap"),
     "snap_gauss": lambda: a_cfg("snap", delta=1e-5),
@@ -153,10 +177,11 @@ CFGS = {
     "tree": lambda: a_cfg("tree"),
     "tree_projected": lambda: a_cfg("tree", dim=4, count_share=0.9),
     "lloyd": lambda: a_cfg("lloyd", count_share=0.2),
+    "tree_cells": lambda: a_cfg("tree", tree_cells=0.8, count_share=0.5),
 }
 N = {"snap": (40_000, 200_000), "snap_replace": (40_000, 200_000), "snap_gauss": (100_000, 200_000),
      "tree": (10_000, 30_000), "tree_projected": (8_000, 24_000),
-     "lloyd": (2_000, 8_000)}  # (calibration, test) runs per side
+     "lloyd": (2_000, 8_000), "tree_cells": (5_000, 15_000)}  # (calibration, test) runs per side
 
 
 def audit(kind: str, tag: str, scale_n: float = 1.0):
@@ -181,6 +206,7 @@ DESCRIBE = {
     "tree_projected": lambda rows: "leaf " + " or ".join({0: "none ≥ n+1", 1: "w ≥ n+1, sum < 1",
                                                           2: "w ≥ n+1 and sum along x ≥ 1"}[r[0]] for r in rows),
     "lloyd": lambda rows: f"(w ≥ n+1, ⌊2n·centre⌋) ∈ {rows[:6]}{' …' if len(rows) > 6 else ''}",
+    "tree_cells": lambda rows: f"cell (w ≥ n+1, ⌊2n·mean⌋) ∈ {rows[:6]}{' …' if len(rows) > 6 else ''}",
 }
 # configured ε of each audit: the correct plan's ε_A (a broken variant claims the same); with δ > 0 the
 # ledger states A's counts line at δ/4
@@ -188,7 +214,8 @@ CONFIGURED = {k: eps_a(PrivacyPlan.build(f())) for k, f in CFGS.items()}
 DELTA_A = CFGS["snap_gauss"]().delta / 4
 
 
-@pytest.mark.parametrize("kind", ["snap", "tree", "tree_projected", "lloyd", "snap_replace", "snap_gauss"])
+@pytest.mark.parametrize("kind", ["snap", "tree", "tree_projected", "lloyd", "snap_replace", "snap_gauss",
+                                  "tree_cells"])
 def test_semicoreset_within_plan(kind):
     if kind != "snap_gauss":
         assert CONFIGURED[kind] == pytest.approx(2.0 if kind == "snap_replace" else 1.0)
@@ -203,6 +230,7 @@ BROKEN = [
     ("tree", "half_scale", lambda mp: broken.plan_scales_halved(mp, "a_count", "a_sum"), 1.0),
     ("tree_projected", "half_scale", lambda mp: broken.plan_scales_halved(mp, "a_count", "a_sum"), 1.0),
     ("lloyd", "half_scale", lambda mp: broken.plan_scales_halved(mp, "a_count", "a_sum"), 1.0),
+    ("tree_cells", "half_scale", lambda mp: broken.plan_scales_halved(mp, "a_cell_count", "a_cell_sum"), 1.0),
     ("snap", "exact_count_released", broken.snap_releases_exact_count, 0.05),
     ("snap_gauss", "half_scale", lambda mp: broken.plan_scales_halved(mp, "a_count"), 1.0),
     ("snap_replace", "plan_ignores_replace_one", broken.plan_ignores_replace_one, 0.25),

@@ -556,6 +556,15 @@ def test_batch_job_with_the_count_flushes_and_block_root_tail_releases_what_the_
     assert len(changed) >= 2
 
 
+def test_batch_job_with_tree_cells_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
+    """tree_cells (A's cells: raw points shipped to RingMergeReduce, the tree and the cells run there): the
+    job's releases are the engine's."""
+    got, want, cfg = _job_and_engine_with(dict(tree_cells=0.5), 6, tmp_path, seed_file, monkeypatch)
+    assert cfg.tree_cells == 0.5
+    assert got == want and len(got) == 40
+    assert any(len(r["coreset_weights"]) for r in got)
+
+
 def test_batch_job_with_ring_tolerance_releases_what_the_engine_releases(tmp_path, seed_file):
     """The default ring_tolerance (unit-norm points: every one on the first epoch's ring boundary): the
     job's AssignRings puts each point in the ring the engine does, so the releases are the engine's."""
