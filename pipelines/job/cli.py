@@ -53,11 +53,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     handlers = [] if debug else list(logging.getLogger().handlers)
     for h in handlers:
         h.addFilter(quiet)
-    no_gcp = _QuietMissingGcp()
-    from pipelines.job.gcp_extra import missing_modules
-    gcp_handlers = list(logging.getLogger().handlers) if missing_modules() else []
-    for h in gcp_handlers:
-        h.addFilter(no_gcp)
+    from pipelines.job.gcp_extra import QUIET_MISSING_EXTRA, quiet_missing_extra
+    gcp_handlers = quiet_missing_extra(logging.getLogger().handlers)
     job = None
     try:
         job, beam_args = parse_args(argv)
@@ -95,7 +92,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         for h in handlers:
             h.removeFilter(quiet)
         for h in gcp_handlers:
-            h.removeFilter(no_gcp)
+            h.removeFilter(QUIET_MISSING_EXTRA)
     from pipelines.exit_codes import EXIT_OK, EXIT_USELESS, useless_reason
     why = useless_reason(job, print_summary(job, result))
     if why:
@@ -131,17 +128,6 @@ class _QuietBeamErrors(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         return not (record.name.startswith("apache_beam") and record.levelno >= logging.ERROR)
-
-
-class _QuietMissingGcp(logging.Filter):
-    """Without Beam's Google Cloud extra (``dpstream[gcp]``) ``import apache_beam`` warns that it cannot load
-    the gs:// filesystem and the BigQuery client: a local run uses neither, and a run that would is refused
-    first with what to install (:mod:`pipelines.job.gcp_extra`)."""
-
-    PREFIXES = ("Failed to import GCSFileSystem", "apitools not found")
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not (record.levelno == logging.WARNING and str(record.msg).startswith(self.PREFIXES))
 
 
 def operator_counts(result) -> dict:

@@ -9,7 +9,8 @@ before anything runs.
 from __future__ import annotations
 
 import importlib.util
-from typing import List, Optional
+import logging
+from typing import Iterable, List, Optional
 
 from pipelines.job.options import OptionError
 
@@ -53,3 +54,27 @@ def check_job(job) -> None:
                          ("--seed_file", job.seed_file), ("--seed_registry", job.seed_registry)):
         if is_gcs(path):
             require(f"{option} {path}")
+
+
+class _QuietMissingExtra(logging.Filter):
+    """Without the extra ``import apache_beam`` warns that it cannot load the gs:// filesystem and the BigQuery
+    client: a local run uses neither, and a run that would is refused first with what to install."""
+
+    PREFIXES = ("Failed to import GCSFileSystem", "apitools not found")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.levelno == logging.WARNING and str(record.msg).startswith(self.PREFIXES))
+
+
+QUIET_MISSING_EXTRA = _QuietMissingExtra()
+
+
+def quiet_missing_extra(handlers: Iterable[logging.Handler]) -> List[logging.Handler]:
+    """Hide those two warnings on ``handlers`` while the extra is missing (with it, Beam's warnings about
+    these modules are real problems and stay); returns the handlers given the filter, to remove it from."""
+    if not missing_modules():
+        return []
+    handlers = list(handlers)
+    for h in handlers:
+        h.addFilter(QUIET_MISSING_EXTRA)
+    return handlers
