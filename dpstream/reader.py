@@ -39,7 +39,7 @@ def _paths(path_or_glob: Union[str, os.PathLike]) -> List[str]:
         try:
             from apache_beam.io.filesystems import FileSystems
         except ImportError:
-            raise ValueError(f"reading {p} needs apache_beam's filesystems (pip install apache-beam[gcp])") from None
+            raise ValueError(f"reading {p} needs apache_beam's filesystems (pip install 'dpstream[gcp]')") from None
         found = sorted(m.path for m in FileSystems.match([p])[0].metadata_list)
         if not found:
             raise FileNotFoundError(f"{p} matches no file")

@@ -16,12 +16,14 @@ import sys
 sys.path.append(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from pipelines.dp_stream_cluster import OptionError, run  # noqa: E402
+from pipelines.job.gcp_extra import quiet_missing_extra  # noqa: E402
 
 
 def main(argv=None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")
     for noisy in ("apache_beam", "absl"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    quiet_missing_extra(logging.getLogger().handlers)  # the image has the extra; a checkout may not
     try:
         run(sys.argv[1:] if argv is None else argv, wait=False)
     except OptionError as e:

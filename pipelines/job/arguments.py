@@ -328,7 +328,10 @@ def default_point_shards(runner: str, workers: int) -> int:
 def _plan_files(draft) -> None:
     """Match the input files, count their records (public slots) and resolve --columns against them."""
     from pipelines.formats import resolve
+    from pipelines.job.gcp_extra import is_gcs, require
     from pipelines.sources import plan_files
+    if is_gcs(draft.input):
+        require(f"--input {draft.input}")  # else Beam's missing gs:// filesystem reads as "matches no file"
     try:
         if draft.columns is not None and isinstance(draft.columns[0], str) and not draft.csv_header:
             # names are read from the CSV header, which then keeps no slot (whatever the glob looks like)

@@ -53,6 +53,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     handlers = [] if debug else list(logging.getLogger().handlers)
     for h in handlers:
         h.addFilter(quiet)
+    from pipelines.job.gcp_extra import QUIET_MISSING_EXTRA, quiet_missing_extra
+    gcp_handlers = quiet_missing_extra(logging.getLogger().handlers)
     job = None
     try:
         job, beam_args = parse_args(argv)
@@ -89,6 +91,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     finally:
         for h in handlers:
             h.removeFilter(quiet)
+        for h in gcp_handlers:
+            h.removeFilter(QUIET_MISSING_EXTRA)
     from pipelines.exit_codes import EXIT_OK, EXIT_USELESS, useless_reason
     why = useless_reason(job, print_summary(job, result))
     if why:

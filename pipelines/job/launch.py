@@ -34,6 +34,8 @@ def launch(job: Job, beam_args: List[str], wait: bool = True):
         text = plan_text(job.cfg, points_per_tick=job.tick_size)
         print(text)
         return text
+    from pipelines.job.gcp_extra import check_job
+    check_job(job)  # Dataflow or gs:// without Beam's Google Cloud extra: what to install, not Beam's error
     import apache_beam as beam
 
     seed_path = job.seed_file or private_seed_file()

@@ -97,7 +97,9 @@ marks = {"specs": getattr(userstate, "_dpstream_spec_cache", False),
          "keys": getattr(evaluation_context.EvaluationContext, "_dpstream_drops_empty_keys", False),
          "holds": getattr(__import__("apache_beam.runners.direct.watermark_manager", fromlist=["x"])
                           ._TransformWatermarks, "_dpstream_holds_timers", False),
-         "sampler": getattr(statesampler, "_dpstream_sampling_period_ms", None) is not None}
+         "sampler": getattr(statesampler, "_dpstream_sampling_period_ms", None) is not None,
+         "options": getattr(__import__("apache_beam.options.pipeline_options", fromlist=["x"]),
+                            "_dpstream_view_cache", False)}
 print(json.dumps({"applied": list(res.applied), "skipped": res.skipped, "marks": marks}))
 """
 
@@ -126,7 +128,7 @@ def test_a_remote_runner_gets_no_patch():
 
 
 def test_the_installed_beam_is_a_measured_one_and_a_local_runner_gets_every_patch():
-    """setup.py pins apache-beam to the measured range; on it, a local runner gets all seven patches."""
+    """setup.py pins apache-beam to the measured range; on it, a local runner gets all eight patches."""
     assert local_runner.measured(beam.__version__), (beam.__version__, local_runner.MEASURED_ON)
     got, _ = _probe("DirectRunner")
     assert got["skipped"] is None and set(got["applied"]) == set(got["marks"]), got
@@ -166,3 +168,34 @@ def test_the_samplers_beam_builds_after_install_wake_every_10_ms():
             pass
     s.stop()
     assert state.sampled_msecs_int() > 0
+
+
+def test_a_memoised_options_view_reads_and_writes_what_a_fresh_view_would():
+    """The options' views, memoised (pipelines.local_runner.options): the same view object per class, sharing
+    its values with the object and its other views both ways, a new one once the flags are replaced, and
+    the values a fresh view parses from the same flags."""
+    from apache_beam.options.pipeline_options import (DebugOptions, PipelineOptions, StandardOptions,
+                                                      TypeOptions)
+
+    from pipelines.local_runner import options as options_patch
+
+    options_patch.install()
+    opts = PipelineOptions(["--runner=DirectRunner", "--experiments=a", "--no_pipeline_type_check"])
+    fresh = PipelineOptions.view_as.__wrapped__
+    for cls in (TypeOptions, StandardOptions, DebugOptions):
+        a, b = opts.view_as(cls), opts.view_as(cls)
+        assert a is b
+        ref = fresh(opts, cls)
+        assert {n: getattr(a, n) for n in a._visible_option_list()} == \
+            {n: getattr(ref, n) for n in ref._visible_option_list()}
+    assert opts.view_as(TypeOptions).pipeline_type_check is False
+    opts.view_as(StandardOptions).streaming = True  # a write through one view is seen by every other
+    assert opts.view_as(StandardOptions).streaming and fresh(opts, StandardOptions).streaming
+    opts.view_as(DebugOptions).experiments.append("b")
+    assert opts.view_as(DebugOptions).experiments == ["a", "b"] == opts.get_all_options()["experiments"]
+    old = opts.view_as(TypeOptions)
+    opts._flags = ["--runtime_type_check"]  # replaced flags: the memo is not used
+    assert opts.view_as(TypeOptions) is not old
+    other = PipelineOptions(["--runner=DirectRunner"])  # views are per options object
+    assert other.view_as(StandardOptions) is not opts.view_as(StandardOptions)
+    assert other.view_as(StandardOptions).streaming is False

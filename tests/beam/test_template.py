@@ -248,21 +248,26 @@ def test_template_main_exits_2_with_one_line_on_bad_options(tmp_path):
 
 # --------------------------------------------------------------------------- requirements and Dockerfile
 
-def _install_requires() -> list:
+def _setup_keyword(name: str):
     tree = ast.parse((ROOT / "setup.py").read_text(encoding="utf-8"))
     for node in ast.walk(tree):
-        if isinstance(node, ast.keyword) and node.arg == "install_requires":
+        if isinstance(node, ast.keyword) and node.arg == name:
             return ast.literal_eval(node.value)
-    raise AssertionError("setup.py has no install_requires")
+    raise AssertionError(f"setup.py has no {name}")
 
 
-def test_requirements_pin_exactly_setup_py_install_requires():
+def test_requirements_pin_exactly_setup_py_install_requires_with_the_gcp_extra():
+    """The image runs on Dataflow, so it installs the ``gcp`` extra: each of install_requires pinned, a
+    package the extra names again (apache-beam) pinned with the extra's own extras ([gcp])."""
     from packaging.requirements import Requirement
     from packaging.utils import canonicalize_name
 
     lines = [ln.strip() for ln in (TEMPLATES / "requirements.txt").read_text().splitlines()]
     pins = {canonicalize_name(r.name): r for r in map(Requirement, (ln for ln in lines if ln and ln[0] != "#"))}
-    wanted = {canonicalize_name(r.name): r for r in map(Requirement, _install_requires())}
+    wanted = {canonicalize_name(r.name): r for r in map(Requirement, _setup_keyword("install_requires"))}
+    gcp = {canonicalize_name(r.name): r for r in map(Requirement, _setup_keyword("extras_require")["gcp"])}
+    assert gcp["apache-beam"].extras == {"gcp"}
+    wanted.update(gcp)
     assert set(pins) == set(wanted)
     for name, pin in pins.items():
         (spec,) = pin.specifier

@@ -7,6 +7,7 @@ import dataclasses
 import os
 import platform
 import statistics
+import sys
 import time
 
 from .data import make_cases
@@ -37,6 +38,16 @@ def _uncompiled_note() -> str:
         return ""
     return (" WARNING: apache_beam has no compiled bytecode in this environment, so every job process "
             "compiles it again: the job's times include that (rebuild the venv with `make`).")
+
+
+def _venv_note() -> str:
+    """Which environment both sides ran in: the job's start depends on it (Beam imports its Google Cloud
+    clients whenever they are installed, so a venv with the ``dpstream[gcp]`` extra starts the job slower
+    than the one ``pip install dpstream`` gives)."""
+    from pipelines.job.gcp_extra import missing_modules
+
+    extra = "without" if missing_modules() else "with"
+    return f" Python: {sys.executable}, {extra} the dpstream[gcp] extra (Beam's Google Cloud clients)."
 
 
 def main(argv=None) -> int:
@@ -90,7 +101,7 @@ def main(argv=None) -> int:
             f"{os.cpu_count()} CPUs, k = {args.k}, load average {load:.2f} at the start (a shared machine: wall times "
             f"carry "
             f"other processes' load; CPU times less so). {args.rounds} round(s), the two sides interleaved case by "
-            f"case; times are medians." + _uncompiled_note())
+            f"case; times are medians." + _venv_note() + _uncompiled_note())
     text = render(rows, imports, helps, python_s, sizes, meta, prof)
     os.makedirs(args.out, exist_ok=True)
     with open(os.path.join(args.out, "job_vs_library.md"), "w", encoding="utf-8") as fh:
