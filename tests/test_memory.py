@@ -27,8 +27,9 @@ def test_the_command_keeps_freed_memory_only_for_a_local_batch_run(tmp_path, mon
 
     from pipelines.job import cli, memory
 
-    calls = []
+    calls, collects = [], []
     monkeypatch.setattr(memory, "keep_freed_memory", lambda: calls.append(1) or True)
+    monkeypatch.setattr(memory, "collect_less_often", lambda: collects.append(1))
 
     class Stop(Exception):
         pass
@@ -52,3 +53,17 @@ def test_the_command_keeps_freed_memory_only_for_a_local_batch_run(tmp_path, mon
         cli.main()
     assert len(launched) == 1  # the options were accepted: the run would have started
     assert bool(calls) == applied
+    assert bool(collects) == applied  # the collector's thresholds: the same runs only
+
+
+def test_collect_less_often_raises_the_thresholds_and_garbage_cycles_are_still_collected():
+    code = ("import gc, weakref\nfrom pipelines.job.memory import GC_THRESHOLDS, collect_less_often\n"
+            "collect_less_often()\nassert gc.get_threshold() == GC_THRESHOLDS, gc.get_threshold()\n"
+            "class Node:\n    pass\n"
+            "a = Node(); a.self = a; ref = weakref.ref(a); del a\n"
+            "keep = [[] for i in range(2000)]\n"  # past the default threshold (700), a young collection would have run
+            "assert ref() is not None\n"
+            "keep += [[] for i in range(GC_THRESHOLDS[0])]\n"  # past the raised one: collected
+            "assert ref() is None\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr

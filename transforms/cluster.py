@@ -165,7 +165,8 @@ class _RouteFn(StageFn):
     def process(self, element, state=beam.DoFn.StateParam(STATE)):
         key, item = element
         item = open_msg(item)
-        st = load_state(state) or RouteState()
+        # stored as a framed message (wire): the waiting points come back as views of the stored bytes
+        st = open_msg(state.read()) or RouteState()
         if st.packed is not None:  # stored as one array (below)
             ts, sizes, x = st.packed
             st.points, st.packed = dict(zip(ts, row_blocks(x, sizes))), None
@@ -191,7 +192,7 @@ class _RouteFn(StageFn):
                 ts = sorted(st.points)
                 st.packed = (ts, [len(st.points[t]) for t in ts], np.concatenate([st.points[t] for t in ts]))
                 st.points = {}
-            store_state(state, st)
+            state.write(wire(st))
         for e in sorted(out):
             ticks = out[e]  # each epoch copy gets its ticks' points as one array, with (t, n, plan) per tick
             x = np.concatenate([x for _, x, _ in ticks]) if ticks else np.zeros((0, self.job.cfg.dim))

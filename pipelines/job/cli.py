@@ -59,8 +59,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         if argv is None and job.local and not job.streaming and not job.plan_only:
             # the command itself (its process's own command line; a caller's process keeps its allocator),
             # a batch run on this machine: the process ends with the run
-            from pipelines.job.memory import keep_freed_memory
+            from pipelines.job.memory import collect_less_often, keep_freed_memory
             keep_freed_memory()
+            collect_less_often()
             _ENDS_PROCESS = True
         result = launch(job, beam_args)
         if job.plan_only:

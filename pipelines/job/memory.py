@@ -10,10 +10,17 @@ freed buffers are reused, not returned). So :func:`keep_freed_memory` is applied
 (``main()`` reading its process's own command line) for a batch run on a local runner, whose process ends
 with the run; a stream, a remote runner's workers and a process that calls ``main(argv)`` or ``run(argv)``
 (tests, notebooks) keep glibc's defaults.
+
+The same run also collects cyclic garbage less often (:func:`collect_less_often`): Python's collector runs
+every 700 net new container objects, and the imports and the graph of a run (Beam, scikit-learn, the runner's
+protobufs: ~10⁶ objects that all live to the end) trigger one full collection after another, each walking
+every object made so far. Measured on the same file, runs interleaved: ~0.4 s less user CPU with the
+thresholds below (nothing the job computes depends on when garbage is collected).
 """
 from __future__ import annotations
 
 import ctypes
+import gc
 import sys
 
 M_TRIM_THRESHOLD = -1  # glibc's mallopt parameters (malloc.h)
@@ -32,3 +39,13 @@ def keep_freed_memory() -> bool:
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     return bool(mallopt(M_MMAP_MAX, 0)) and bool(mallopt(M_TRIM_THRESHOLD, _KEEP))
+
+
+# a young collection every 50,000 net new containers (700 by default), an older one every 20 of those
+GC_THRESHOLDS = (50_000, 20, 20)
+
+
+def collect_less_often() -> None:
+    """Raise the cyclic collector's thresholds (:data:`GC_THRESHOLDS`) for the rest of this process: the
+    garbage a run makes is still collected, in fewer, larger passes."""
+    gc.set_threshold(*GC_THRESHOLDS)

@@ -1,0 +1,88 @@
+"""Messages between the clustering stages with large arrays are framed (transforms/stages.py: ``wire`` sends
+the arrays' data after the pickle, ``open_msg`` gives arrays that are views of the received bytes): the values
+come back equal, read-only, and the job with every message framed still releases what the engine releases."""
+from __future__ import annotations
+
+import pickle
+
+import numpy as np
+import pytest
+
+pytest.importorskip("apache_beam", reason="apache_beam is not importable: the Beam job cannot run",
+                    exc_type=ImportError)
+
+from pipelines import dp_stream_cluster as job_mod  # noqa: E402
+from tests.beam.test_pipeline import _blobs, _engine_releases, _read_jsonl, _run_batch, seed_file  # noqa: E402,F401
+from transforms import stages  # noqa: E402
+from transforms.messages import RoutedTicks, ShardPoints, TickPoints  # noqa: E402
+
+
+def _arrays():
+    rng = np.random.default_rng(3)
+    return [rng.normal(size=(3000, 7)), rng.normal(size=(500, 9)).astype(np.float32),
+            np.asfortranarray(rng.normal(size=(40, 30))), rng.normal(size=(60, 60))[::2, 1:],  # F order, strided
+            np.zeros((0, 384)), np.zeros((5, 0)), np.arange(9, dtype=np.int64), np.array(["a", "bcd"])]
+
+
+def test_a_large_message_is_framed_and_comes_back_equal_as_read_only_views():
+    arrays = _arrays()
+    msg = stages.wire({"ticks": [(1, 2)], "arrays": arrays})
+    assert msg[:4] == stages._FRAME  # the arrays hold more than OUT_OF_BAND_BYTES
+    back = stages.open_msg(msg)
+    assert back["ticks"] == [(1, 2)]
+    for a, b in zip(arrays, back["arrays"]):
+        assert a.dtype == b.dtype and a.shape == b.shape and np.array_equal(a, b)
+    big = back["arrays"][0]
+    assert not big.flags.writeable  # a view of the message: a stage copies what it changes
+    assert np.shares_memory(big, np.frombuffer(msg, np.uint8))
+    assert big.ctypes.data % 16 == 0  # the data start aligned in the frame
+    with pytest.raises(ValueError):
+        big[0, 0] = 1.0
+
+
+def test_a_small_message_stays_one_plain_pickle():
+    small = ShardPoints([(1, 3)], np.ones((3, 2)))
+    msg = stages.wire(small)
+    assert msg[:1] == b"\x80"
+    assert stages.open_msg(msg).counts == small.counts
+    assert np.array_equal(pickle.loads(msg).points, small.points)
+    assert stages.open_msg((1, 2)) == (1, 2)  # not bytes (the start marker): as it is
+
+
+def test_the_frame_of_a_routed_message_copies_its_points_once(monkeypatch):
+    """The points are copied into the frame once (bytes.join), whatever the pickle's own buffering."""
+    x = np.random.default_rng(0).normal(size=(20000, 8)).astype(np.float32)
+    routed = RoutedTicks([TickPoints(1, 12000, None), TickPoints(2, 8000, None)], x)
+    msg = stages.wire(routed)
+    assert len(msg) < x.nbytes + 4096
+    back = stages.open_msg(msg)
+    assert np.array_equal(back.points, x) and back.ticks == routed.ticks
+
+
+def _job_and_engine(X, tmp_path, seed_file, radius, extra):
+    np.save(tmp_path / "a.npy", X)
+    out = tmp_path / "out"
+    argv = [f"--input={tmp_path}/a.npy", f"--output={out}", f"--dim={X.shape[1]}", f"--radius={radius}", "--k=3",
+            "--tick_size=200", "--horizon_ticks=8", f"--seed_file={seed_file}", "--epsilon=1", *extra]
+    _run_batch(argv)
+    got = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
+    job, _ = job_mod.parse_args(argv)
+    ticks = -(-len(X) // 200)
+    return got, _engine_releases(job, seed_file, {t + 1: X[t * 200:(t + 1) * 200] for t in range(ticks)})
+
+
+@pytest.mark.parametrize("timer, semicoreset", [("batch", "tree"), ("looping", "tree"), ("batch", "lloyd"), ("batch", "snap")])
+def test_the_job_with_every_array_message_framed_releases_what_the_engine_releases(tmp_path, seed_file, timer,
+                                                                                    semicoreset, monkeypatch):
+    """Every message and RouteByEpoch state with an array framed (the threshold at 0 bytes; the other tests'
+    small streams stay under it), float32 rows most of which AssignRings clips, in both timer modes; lloyd's
+    partial sketches are raw points, read-only views in RingMergeReduce: the engine's releases, bit for bit."""
+    monkeypatch.setattr(stages, "OUT_OF_BAND_BYTES", 0)
+    framed = []
+    orig = stages.frame
+    monkeypatch.setattr(stages, "frame", lambda head, bufs: framed.append(1) or orig(head, bufs))
+    X = _blobs(1400, np.random.default_rng(7)).astype(np.float32)
+    got, want = _job_and_engine(X, tmp_path, seed_file, 6, [f"--tick_timer={timer}", f"--semicoreset={semicoreset}"])
+    assert len(framed) > 20  # the job's messages went through the frame
+    assert [r["tick"] for r in got] == list(range(1, 9))
+    assert got == want
