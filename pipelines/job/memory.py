@@ -14,8 +14,11 @@ with the run; a stream, a remote runner's workers and a process that calls ``mai
 The same run also collects cyclic garbage less often (:func:`collect_less_often`): Python's collector runs
 every 700 net new container objects, and the imports and the graph of a run (Beam, scikit-learn, the runner's
 protobufs: ~10⁶ objects that all live to the end) trigger one full collection after another, each walking
-every object made so far. Measured on the same file, runs interleaved: ~0.4 s less user CPU with the
-thresholds below (nothing the job computes depends on when garbage is collected).
+every object made so far. The command raises the thresholds before it parses its options and keeps them
+for a local batch run (a stream, a remote runner get the defaults back). Measured on 10⁵ × 384 float32
+points with ``gc.callbacks``: 580 / 53 / 4 collections of the three generations, 0.53 s of CPU, with the
+defaults; 8 young ones, 0.17 s, with :data:`GC_THRESHOLDS` (nothing the job computes depends on when garbage
+is collected).
 """
 from __future__ import annotations
 
@@ -45,7 +48,9 @@ def keep_freed_memory() -> bool:
 GC_THRESHOLDS = (50_000, 20, 20)
 
 
-def collect_less_often() -> None:
-    """Raise the cyclic collector's thresholds (:data:`GC_THRESHOLDS`) for the rest of this process: the
-    garbage a run makes is still collected, in fewer, larger passes."""
+def collect_less_often() -> tuple:
+    """Raise the cyclic collector's thresholds (:data:`GC_THRESHOLDS`): the garbage a run makes is still
+    collected, in fewer, larger passes. Returns the thresholds before (``gc.set_threshold(*them)`` restores)."""
+    before = gc.get_threshold()
     gc.set_threshold(*GC_THRESHOLDS)
+    return before
