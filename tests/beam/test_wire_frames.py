@@ -86,3 +86,25 @@ def test_the_job_with_every_array_message_framed_releases_what_the_engine_releas
     assert len(framed) > 20  # the job's messages went through the frame
     assert [r["tick"] for r in got] == list(range(1, 9))
     assert got == want
+
+
+def test_joined_shows_consecutive_rows_of_one_array_without_a_copy_and_copies_anything_else():
+    from transforms.cluster import joined
+    from transforms.stages import row_blocks
+
+    x = stages.open_msg(stages.wire(np.random.default_rng(1).normal(size=(5000, 6))))  # a framed message's array
+    blocks = row_blocks(x, [1000, 0, 2500, 1500])
+    got = joined(blocks[1:], 6)
+    assert np.array_equal(got, x[1000:]) and np.shares_memory(got, x) and not got.flags.writeable
+    assert np.array_equal(joined(blocks, 6), x) and np.shares_memory(joined(blocks, 6), x)
+    apart = [blocks[0], blocks[3]]  # not consecutive: the rows between are not theirs
+    assert np.array_equal(joined(apart, 6), np.concatenate(apart)) and not np.shares_memory(joined(apart, 6), x)
+    other = [x[:10], x.copy()[10:20]]  # two arrays
+    assert np.array_equal(joined(other, 6), x[:20]) and not np.shares_memory(joined(other, 6), x)
+    backwards = [blocks[2], blocks[0]]
+    assert np.array_equal(joined(backwards, 6), np.concatenate(backwards))
+    assert joined([], 6).shape == (0, 6)
+    f32 = np.zeros((10, 6), np.float32)
+    assert joined([f32[:5], x[5:10]], 6).dtype == np.float64  # dtypes as concatenate gives them
+    assert joined([f32[:0], x[:0], f32[:4]], 6).dtype == np.float64
+    assert joined([x[:0], x[:3]], 6) is not None and joined([x[:0], x[:3]], 6).shape == (3, 6)
