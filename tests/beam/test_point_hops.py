@@ -1,6 +1,8 @@
-"""Messages between the clustering stages with large arrays are framed (transforms/stages.py: ``wire`` sends
-the arrays' data after the pickle, ``open_msg`` gives arrays that are views of the received bytes): the values
-come back equal, read-only, and the job with every message framed still releases what the engine releases."""
+"""What the raw points cost on their hops, and that it changes no release: messages with large arrays are framed
+(transforms/stages.py: ``wire`` sends the arrays' data after the pickle, ``open_msg`` gives arrays that are views
+of the received bytes; the values come back equal, read-only), RouteByEpoch joins consecutive rows of one message
+without a copy (``joined``), and AssignRings widens and clips a group of ticks at a time (``tick_groups``); the job
+with every message framed, and with groups of one or two ticks, releases what the engine releases."""
 from __future__ import annotations
 
 import pickle
@@ -108,3 +110,34 @@ def test_joined_shows_consecutive_rows_of_one_array_without_a_copy_and_copies_an
     assert joined([f32[:5], x[5:10]], 6).dtype == np.float64  # dtypes as concatenate gives them
     assert joined([f32[:0], x[:0], f32[:4]], 6).dtype == np.float64
     assert joined([x[:0], x[:3]], 6) is not None and joined([x[:0], x[:3]], 6).shape == (3, 6)
+
+
+def test_tick_groups_cover_every_tick_once_in_order_within_the_bound():
+    from transforms.epoch_stages import tick_groups
+
+    assert tick_groups([5, 5, 5, 20, 0, 1], 10) == [(0, 2), (2, 3), (3, 4), (4, 6)]  # a larger tick alone
+    assert tick_groups([3], 1) == [(0, 1)] and tick_groups([0, 0], 5) == [(0, 2)]
+    sizes = list(np.random.default_rng(2).integers(0, 50, 200))
+    groups = tick_groups(sizes, 120)
+    assert [i for lo, hi in groups for i in range(lo, hi)] == list(range(200))
+    assert all(sum(sizes[lo:hi]) <= 120 or hi - lo == 1 for lo, hi in groups)
+
+
+@pytest.mark.parametrize("timer, semicoreset", [("batch", "tree"), ("looping", "tree"), ("batch", "lloyd"),
+                                                ("batch", "snap")])
+def test_the_job_with_assign_rings_in_small_groups_of_ticks_releases_what_the_engine_releases(
+        tmp_path, seed_file, timer, semicoreset, monkeypatch):
+    """Groups of at most 150 rows (one tick of a shard, about 100 rows, here; the other tests' streams fit in one group), most rows
+    clipped: every tick's partials, the clipped count and the releases are those of one pass."""
+    from transforms import epoch_stages
+
+    monkeypatch.setattr(epoch_stages, "ASSIGN_GROUP_BYTES", 8 * 2 * 150)
+    groups = []
+    orig = epoch_stages.tick_groups
+    monkeypatch.setattr(epoch_stages, "tick_groups", lambda sizes, rows: groups.append(orig(sizes, rows)) or groups[-1])
+    X = _blobs(1400, np.random.default_rng(7)).astype(np.float32)
+    got, want = _job_and_engine(X, tmp_path, seed_file, 6, [f"--tick_timer={timer}", f"--semicoreset={semicoreset}"])
+    if timer == "batch":
+        assert max(len(g) for g in groups) > 1  # a message's ticks went in several groups
+    assert [r["tick"] for r in got] == list(range(1, 9))
+    assert got == want
