@@ -32,6 +32,8 @@ def test_the_command_keeps_freed_memory_only_for_a_local_batch_run(tmp_path, mon
     calls, collects = [], []
     monkeypatch.setattr(memory, "keep_freed_memory", lambda: calls.append(1) or True)
     monkeypatch.setattr(memory, "collect_less_often", lambda: collects.append(1))
+    smalls = []
+    monkeypatch.setattr(memory, "small_pages_for_arrays", lambda: smalls.append(1) or True)
     before = gc.get_threshold()
     monkeypatch.setattr(cli, "_GC_BEFORE", (before[0] + 1,) + before[1:])  # as command() leaves it for main()
 
@@ -62,6 +64,7 @@ def test_the_command_keeps_freed_memory_only_for_a_local_batch_run(tmp_path, mon
     assert len(launched) == 1  # the options were accepted: the run would have started
     assert bool(calls) == applied
     assert bool(collects) == applied  # the collector's thresholds: the same runs only
+    assert bool(smalls) == applied  # numpy's huge pages: the same runs only
     assert (after == cli._GC_BEFORE) == (not applied)  # any other run: the thresholds command() found
 
 
@@ -92,5 +95,16 @@ def test_collect_less_often_raises_the_thresholds_and_garbage_cycles_are_still_c
             "assert ref() is not None\n"
             "keep += [[] for i in range(GC_THRESHOLDS[0])]\n"  # past the raised one: collected
             "assert ref() is None\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+
+
+def test_small_pages_for_arrays_turns_numpy_huge_page_advice_off_and_arrays_still_work():
+    code = ("import numpy as np\nfrom pipelines.job.memory import small_pages_for_arrays\n"
+            "from numpy._core import multiarray\n"
+            "assert multiarray._set_madvise_hugepage(True) is not None\n"  # numpy has the switch
+            "assert small_pages_for_arrays()\n"
+            "assert multiarray._set_madvise_hugepage(False) is False\n"  # returns the setting it replaces
+            "x = np.ones(1 << 23)\nassert x.sum() == x.size\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr

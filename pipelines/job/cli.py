@@ -66,8 +66,9 @@ def main(argv: Optional[List[str]] = None) -> int:
         if argv is None and job.local and not job.streaming and not job.plan_only:
             # the command itself (its process's own command line; a caller's process keeps its allocator),
             # a batch run on this machine: the process ends with the run
-            from pipelines.job.memory import collect_less_often, keep_freed_memory
+            from pipelines.job.memory import collect_less_often, keep_freed_memory, small_pages_for_arrays
             keep_freed_memory()
+            small_pages_for_arrays()
             collect_less_often()
             _ENDS_PROCESS = True
         elif _GC_BEFORE is not None:  # a stream, a remote runner, --plan_only: the collector as it was
