@@ -51,8 +51,8 @@ def test_a_small_message_stays_one_plain_pickle():
     assert stages.open_msg((1, 2)) == (1, 2)  # not bytes (the start marker): as it is
 
 
-def test_the_frame_of_a_routed_message_copies_its_points_once(monkeypatch):
-    """The points are copied into the frame once (bytes.join), whatever the pickle's own buffering."""
+def test_a_routed_message_is_framed_as_its_points_and_a_small_head():
+    """The frame holds the points' bytes once (the pickle without them, a few lengths, alignment padding)."""
     x = np.random.default_rng(0).normal(size=(20000, 8)).astype(np.float32)
     routed = RoutedTicks([TickPoints(1, 12000, None), TickPoints(2, 8000, None)], x)
     msg = stages.wire(routed)
