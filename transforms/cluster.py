@@ -166,7 +166,8 @@ class _RouteFn(StageFn):
     def process(self, element, state=beam.DoFn.StateParam(STATE)):
         key, item = element
         item = open_msg(item)
-        st = load_state(state) or RouteState()
+        # stored as a framed message (wire): the waiting points come back as views of the stored bytes
+        st = open_msg(state.read()) or RouteState()
         if st.packed is not None:  # stored as one array (below)
             ts, sizes, x = st.packed
             st.points, st.packed = dict(zip(ts, row_blocks(x, sizes))), None
@@ -190,15 +191,35 @@ class _RouteFn(StageFn):
         else:
             if st.points:  # stored as one array, not one pickled array per tick
                 ts = sorted(st.points)
-                st.packed = (ts, [len(st.points[t]) for t in ts], np.concatenate([st.points[t] for t in ts]))
+                st.packed = (ts, [len(st.points[t]) for t in ts], joined([st.points[t] for t in ts], self.job.cfg.dim))
                 st.points = {}
-            store_state(state, st)
+            state.write(wire(st))
         for e in sorted(out):
             ticks = out[e]  # each epoch copy gets its ticks' points as one array, with (t, n, plan) per tick
-            x = np.concatenate([x for _, x, _ in ticks]) if ticks else np.zeros((0, self.job.cfg.dim))
+            x = joined([x for _, x, _ in ticks], self.job.cfg.dim)
             routed = RoutedTicks([TickPoints(t, len(x), p) for t, x, p in ticks], x)
             yield beam.pvalue.TaggedOutput(f"e{e}", (key, wire(routed)))
         self._stats.note(key, points=held)
+
+
+def joined(blocks, dim: int) -> np.ndarray:
+    """The blocks' rows, in order, as one array: without a copy when they are consecutive rows of one array
+    (a message's ticks, routed or stored together: the usual case in batch, where a shard's points come as
+    one message), else concatenated (the same dtype either way)."""
+    if not blocks:
+        return np.zeros((0, dim))
+    if len(blocks) == 1:
+        return blocks[0]
+    rows = [b for b in blocks if len(b)]  # an empty slice need not point where its rows would be
+    if rows and all(b.dtype == rows[0].dtype for b in blocks) and all(b.flags.c_contiguous for b in rows):
+        first, root = rows[0], rows[0].base
+        if len(rows) == 1:
+            return first
+        if (isinstance(root, np.ndarray) and all(b.base is root for b in rows)
+                and all(a.ctypes.data + a.nbytes == b.ctypes.data for a, b in zip(rows, rows[1:]))):
+            n = sum(len(b) for b in rows)  # the rows after the first block's, in the same array: shown, not copied
+            return np.lib.stride_tricks.as_strided(first, shape=(n,) + first.shape[1:], writeable=False)
+    return np.concatenate(blocks)
 
 
 class RouteByEpoch(beam.PTransform):

@@ -123,22 +123,30 @@ class _AssignRingsFn(_EpochStageFn):
         # the points as read (compact_points), clipped here, where the rings need them: clipping is row by row
         # and widens float32 exactly before any arithmetic, so it gives the engine's bits, and float32 input
         # crosses the shuffles into RouteByEpoch and AssignRings as float32
-        X, nclip = clip_to_ball(X, cfg.center_vec, cfg.radius)
+        blocks = [ctx.A.open_block(C, np.full(C.shape[0], float(cfg.ring_radius(i))), ("A", e, i), directions=V[i])
+                  for i in range(I)]
+        parts = [[] for _ in range(I)]
+        sizes = [tp.n for tp in pending]
+        starts = np.concatenate([[0], np.cumsum(sizes, dtype=np.int64)])
+        nclip = 0
+        # a group of whole ticks at a time: the widened, clipped copy of the points and each ring's selection of
+        # it are a group's, not the whole message's (the tick's partials do not depend on the other ticks)
+        for lo, hi in tick_groups(sizes, max(1, ASSIGN_GROUP_BYTES // (8 * cfg.dim))):
+            Xg, nc = clip_to_ball(X[starts[lo]:starts[hi]], cfg.center_vec, cfg.radius)
+            nclip += nc
+            tix = np.repeat(np.arange(hi - lo), sizes[lo:hi])
+            if len(Xg):
+                ring, f = assign_parts(Xg, C, cfg.ring_base, cfg.n_rings, cfg.ring_ratio, cfg.ring_tolerance)
+                order = np.argsort(ring, kind="stable")
+                bounds = np.searchsorted(ring[order], np.arange(I + 1))
+            else:
+                order, bounds = np.zeros(0, dtype=np.int64), np.zeros(I + 1, dtype=np.int64)
+            for i in range(I):  # every ring, empty ones included (heartbeats): a loop over rings, not points
+                sel = order[bounds[i]:bounds[i + 1]]
+                parts[i].extend(blocks[i].partials(Xg[sel], f[sel] if len(Xg) else sel, tix[sel], hi - lo))
         if nclip:
             self._c_clipped.inc(nclip)
-        tix = np.repeat(np.arange(len(pending)), [tp.n for tp in pending])
-        if len(X):
-            ring, f = assign_parts(X, C, cfg.ring_base, cfg.n_rings, cfg.ring_ratio, cfg.ring_tolerance)
-            order = np.argsort(ring, kind="stable")
-            bounds = np.searchsorted(ring[order], np.arange(I + 1))
-        else:
-            order, bounds = np.zeros(0, dtype=np.int64), np.zeros(I + 1, dtype=np.int64)
-        out = []
-        for i in range(I):  # every ring, empty ones included (heartbeats): a loop over rings, not points
-            blk = ctx.A.open_block(C, np.full(C.shape[0], float(cfg.ring_radius(i))), ("A", e, i), directions=V[i])
-            sel = order[bounds[i]:bounds[i + 1]]
-            parts = blk.partials(X[sel], f[sel] if len(X) else sel, tix[sel], len(pending))  # one pass per ring
-            out.append(pack_parts([tp.tick for tp in pending], parts, [tp.plan for tp in pending]))
+        out = [pack_parts([tp.tick for tp in pending], parts[i], [tp.plan for tp in pending]) for i in range(I)]
         for tp in pending:
             if tp.plan.adopt or tp.plan.final:
                 st.span = tp.tick - tp.plan.first + 1
@@ -153,6 +161,23 @@ class _AssignRingsFn(_EpochStageFn):
         for i in range(I):
             yield (r, i), wire(RingParts(s, C, out[i], prev if i == 0 else None))
         self._stats.note(key)
+
+
+# the points AssignRings widens and clips at once: ~16 MB of float64 (5,461 rows at d = 384, all of a
+# message's ticks at d = 10 up to 209,715 rows)
+ASSIGN_GROUP_BYTES = 16 << 20
+
+
+def tick_groups(sizes, rows: int):
+    """``[(first, end)]``: consecutive ticks (indices into ``sizes``, their points) in groups of at most
+    ``rows`` points (a larger tick alone), every tick in one group, at least one group."""
+    out, lo, n = [], 0, 0
+    for j, m in enumerate(sizes):
+        if j > lo and n + m > rows:
+            out.append((lo, j))
+            lo, n = j, 0
+        n += m
+    return out + [(lo, len(sizes))]
 
 
 def _in_tick_order(routed: List[RoutedTicks]):

@@ -103,7 +103,7 @@ def compact_points(x: np.ndarray) -> np.ndarray:
 
 def partial_bytes(part: Partial):
     """A partial batch as ``(m, d, points dtype, mids dtype, buffer)``: its four arrays' bytes in one
-    ``bytearray`` (what crosses the shuffle into ShardTicks and waits in its bag; ~8,000 of them per run at
+    ``uint8`` array (what crosses the shuffle into ShardTicks and waits in its bag; ~8,000 of them per run at
     n = 1e6), the points as :func:`compact_points` gives them. Pickling the four small arrays cost ~54 µs a
     partial, this a few. A partial with other dtypes (or object ids) is returned as it is."""
     arrs = (part.points, part.slots, part.ts)
@@ -112,9 +112,11 @@ def partial_bytes(part: Partial):
     m, d = part.points.shape
     pts = compact_points(part.points)
     parts = [np.ascontiguousarray(a) for a in (pts,) + arrs[1:] + (part.mids,)]
-    buf, at = bytearray(sum(a.nbytes for a in parts)), 0
-    for a in parts:  # one copy of each array (tobytes and then a join copied it twice)
-        buf[at:at + a.nbytes] = memoryview(a.reshape(-1).view(np.uint8))
+    # one copy of each array (tobytes and then a join copied it twice), into an array, which wire() sends
+    # out of band: the receiver's partial is views of the bytes it received
+    buf, at = np.empty(sum(a.nbytes for a in parts), np.uint8), 0
+    for a in parts:
+        buf[at:at + a.nbytes] = a.reshape(-1).view(np.uint8)
         at += a.nbytes
     return m, d, pts.dtype.str, part.mids.dtype.str, buf
 
@@ -145,8 +147,54 @@ def wire(value) -> bytes:
     and decoding took 0.124 s as a wrapper, 0.086 s as bytes). The
     pickle is made once per message and the same bytes go to every key that needs them (EpochPlan and
     EpochClose broadcast to every shard) and into every buffer the runner encodes them for. A stage that
-    only keeps a message in a bag (``ShardTicks``) keeps the bytes it came as; :func:`open_msg` unpickles."""
-    return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    only keeps a message in a bag (``ShardTicks``) keeps the bytes it came as; :func:`open_msg` unpickles.
+
+    A message with large arrays (:data:`OUT_OF_BAND_BYTES` in all) is framed (:func:`frame`): the pickle
+    without the arrays' data, then the data, so that :func:`open_msg` gives arrays that are views of the
+    received bytes instead of one more copy of every point on each hop."""
+    bufs = []
+    head = pickle.dumps(value, protocol=5, buffer_callback=bufs.append)
+    if not bufs or sum(b.raw().nbytes for b in bufs) < OUT_OF_BAND_BYTES:
+        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL) if bufs else head
+    return frame(head, bufs)
+
+
+# a message whose arrays hold fewer bytes is pickled as it is (the framing's few µs buy nothing there)
+OUT_OF_BAND_BYTES = 1 << 16
+_FRAME = b"DPW1"  # a pickle starts with b"\x80": the two kinds of message cannot be confused
+_ALIGN = 64
+
+
+def frame(head: bytes, bufs) -> bytes:
+    """``_FRAME``, the number of buffers, the pickle's length and each buffer's length (8 bytes each), the
+    pickle, then each buffer's data at a multiple of 64 bytes: one copy of every array, into one bytes
+    (``bytes.join``, which sizes its result first)."""
+    views = [b.raw() for b in bufs]  # PickleBuffers: each a contiguous buffer, as bytes
+    sizes = [len(head)] + [v.nbytes for v in views]
+    at = len(_FRAME) + 8 * (1 + len(sizes))
+    pieces = [_FRAME, np.array([len(views)] + sizes, dtype="<u8").tobytes()]
+    for v in [memoryview(head)] + views:
+        pad = -at % _ALIGN
+        if pad:
+            pieces.append(bytes(pad))
+        pieces.append(v)
+        at += pad + v.nbytes
+    return b"".join(pieces)
+
+
+def unframe(data: bytes):
+    """The value of a :func:`frame`d message, its arrays views of ``data`` (read-only: a stage copies
+    what it changes)."""
+    mv = memoryview(data)
+    nb = int.from_bytes(mv[4:12], "little")
+    sizes = np.frombuffer(mv, "<u8", nb + 1, 12).tolist()
+    at = 12 + 8 * (nb + 1)
+    parts = []
+    for n in sizes:
+        at += -at % _ALIGN
+        parts.append(mv[at:at + n])
+        at += n
+    return pickle.loads(parts[0], buffers=parts[1:])
 
 
 def load_state(state):
@@ -162,7 +210,9 @@ def store_state(state, value) -> None:
 
 def open_msg(item):
     """A message's value (:func:`wire`); anything else (the start marker) as it is."""
-    return pickle.loads(item) if isinstance(item, bytes) else item
+    if not isinstance(item, bytes):
+        return item
+    return unframe(item) if item[:4] == _FRAME else pickle.loads(item)
 
 
 _PLANS: dict = {}

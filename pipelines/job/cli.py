@@ -22,6 +22,9 @@ _COMPOSITES = ("ClusterTicks",)
 
 # set by main() for the command's own local batch run: its process ends with the run (pipelines.job.process_end)
 _ENDS_PROCESS = False
+# the cyclic collector's thresholds before command() raised them (pipelines.job.memory), restored by main()
+# unless the run is a local batch run
+_GC_BEFORE = None
 
 
 def command() -> int:
@@ -29,6 +32,10 @@ def command() -> int:
     own command line; after a batch run on this machine the process ends at once
     (:mod:`pipelines.job.process_end`) unless a profiler or tracer runs; otherwise main's exit code is
     returned to the caller's exit."""
+    global _GC_BEFORE
+    # raised from the start: parsing the options (Beam's included) already makes ~10⁵ lasting objects
+    from pipelines.job.memory import collect_less_often
+    _GC_BEFORE = collect_less_often()
     code = main()
     # a profiler or tracer (python -m cProfile, coverage) writes its data during the teardown this skips
     if _ENDS_PROCESS and sys.getprofile() is None and sys.gettrace() is None:
@@ -61,9 +68,14 @@ def main(argv: Optional[List[str]] = None) -> int:
         if argv is None and job.local and not job.streaming and not job.plan_only:
             # the command itself (its process's own command line; a caller's process keeps its allocator),
             # a batch run on this machine: the process ends with the run
-            from pipelines.job.memory import keep_freed_memory
+            from pipelines.job.memory import collect_less_often, keep_freed_memory, small_pages_for_arrays
             keep_freed_memory()
+            small_pages_for_arrays()
+            collect_less_often()
             _ENDS_PROCESS = True
+        elif _GC_BEFORE is not None:  # a stream, a remote runner, --plan_only: the collector as it was
+            import gc
+            gc.set_threshold(*_GC_BEFORE)
         result = launch(job, beam_args)
         if job.plan_only:
             return 0
