@@ -21,8 +21,8 @@ def _per_run_points_of_u(monkeypatch, fail_first):
     seen = []
     orig = RunSequence.step
 
-    def spy(self, points, bicriteria_update=None):
-        rel = orig(self, points, bicriteria_update)  # after the step: a run's first tick rolls the run over
+    def spy(self, points, bicriteria_update=None, last=False):
+        rel = orig(self, points, bicriteria_update, last=last)  # after the step: a run's first tick rolls the run over
         seen.append((self.run, int(np.all(np.abs(np.asarray(points) - U) < 1e-12, axis=1).sum())))
         return rel
 

@@ -131,9 +131,9 @@ def _spy(monkeypatch):
     orig_step = RunSequence.step
     orig_svt = svt_mod.LevelZeroAboveThreshold.step
 
-    def step(self, points, bicriteria_update=None):
+    def step(self, points, bicriteria_update=None, last=False):
         log["engine"].append(np.array(points, copy=True))
-        return orig_step(self, points, bicriteria_update)
+        return orig_step(self, points, bicriteria_update, last=last)
 
     def svt_step(self, tick, arrivals):
         log["svt"].append((self.key, tick, np.array(arrivals, copy=True)))

@@ -85,7 +85,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      "itself. Required for timestamped files; Pub/Sub default: the launch time")
     g.add_argument("--horizon_ticks", type=int, help="public horizon T of one run: ticks 1..T release, later records "
                                                      "go to the next run or are dropped (required with an input)")
-    g.add_argument("--end_at_input_end", action="store_true",
+    g.add_argument("--end_at_input_end", type=flag, nargs="?", const=True, default=False, metavar="BOOL",
                    help="a file (or the built-in stream) read with the position clock that ends before the horizon: "
                         "its last tick, ceil(records / tick_size) (public under replace-one), is declared the "
                         "stream's end, as the library's partial_fit(X, last=True): every pending block is released "
