@@ -219,6 +219,9 @@ def release_fit_sample(cfg: EngineConfig, noise, sets, pts: np.ndarray, w: np.nd
         factor = _uncovered_kept(sets, factor, cfg.release_cover_factor)
     elif cfg.release_decay_rule == "clusters":
         factor = _stopped_clusters_kept(cfg, noise, sets, S, factor, epoch, t)
+    elif cfg.release_decay_rule == "stopped":
+        factor = _stopped_clusters_kept(cfg, noise, sets, S, factor, epoch, t, points_per_cluster=_STOPPED_POINTS_PER_CLUSTER,
+                                        first=0, wait_for_newer=False)
     rng = noise.generator(("release", epoch, t, "B-fit"))
     return sensitivity_sample(S.points, S.weights * factor, cfg.s_b, cfg.n_clusters, rng, z)
 
@@ -250,10 +253,13 @@ def _uncovered_kept(sets, factor: np.ndarray, cover: float) -> np.ndarray:
 _STILL_ARRIVING = 0.1
 _POINTS_PER_CLUSTER = 4
 _MIN_POINTS = 2
+# the "stopped" rule: a center per two released points (a cluster still needs _MIN_POINTS of an old epoch's)
+_STOPPED_POINTS_PER_CLUSTER = 2
 
 
 def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, factor: np.ndarray, epoch: int,
-                           t: int) -> np.ndarray:
+                           t: int, points_per_cluster: int = _POINTS_PER_CLUSTER, first: int = 1,
+                           wait_for_newer: bool = True) -> np.ndarray:
     """``release_decay_rule="clusters"``: the age decay applies to an old epoch's points only in the clusters
     that newer epochs still fill. The clusters are a k-means fit of every epoch's points at full weight
     (under its own key, at most one center per ``_POINTS_PER_CLUSTER`` points); an old epoch's points in a
@@ -264,7 +270,7 @@ def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, facto
     noisy leaf means cannot (the ``"covered"`` rule). Post-processing of released sets."""
     # a fit with about as many centers as points makes every old point a cluster of its own, which no newer
     # point shares: a few coarse leaf means would all count as stopped
-    k = max(1, min(cfg.n_clusters, len(S) // _POINTS_PER_CLUSTER))
+    k = max(1, min(cfg.n_clusters, len(S) // points_per_cluster))
     C = cluster_coreset(S.points, S.weights, k, cfg.objective, noise.generator(("release", epoch, t, "B-fit clusters")),
                         cfg.center_vec, n_init=1)
     lab = nearest_center(S.points, C)[0]
@@ -273,10 +279,10 @@ def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, facto
     out = factor.copy()
     # the first epoch's rings are the ball's alone: its leaf means average whole groups of clusters, a
     # clump of its own that no later epoch fills (measured: nearly all that a shuffled stream kept)
-    for i in range(1, len(sets) - 1):
+    for i in range(first, len(sets) - 1):
         own = np.bincount(lab[ep == i], weights=w[ep == i], minlength=k)
         newer = np.bincount(lab[ep > i], weights=w[ep > i], minlength=k)
-        if newer.sum() < own.sum():  # the newer epochs too young to tell (a small cluster may be unsampled yet)
+        if wait_for_newer and newer.sum() < own.sum():  # the newer epochs too young to tell (a small cluster may be unsampled yet)
             continue
         # shares, not masses (the open epoch starts small), and only a cluster that held a real share of
         # the old epoch (not a few stray leaf means that the fit happened to give a center)
