@@ -220,8 +220,7 @@ def release_fit_sample(cfg: EngineConfig, noise, sets, pts: np.ndarray, w: np.nd
     elif cfg.release_decay_rule == "clusters":
         factor = _stopped_clusters_kept(cfg, noise, sets, S, factor, epoch, t)
     elif cfg.release_decay_rule == "stopped":
-        factor = _stopped_clusters_kept(cfg, noise, sets, S, factor, epoch, t, points_per_cluster=_STOPPED_POINTS_PER_CLUSTER,
-                                        first=0, wait_for_newer=False)
+        factor = _stopped_clusters_kept(cfg, noise, sets, S, factor, epoch, t, stopped_rule=True)
     rng = noise.generator(("release", epoch, t, "B-fit"))
     return sensitivity_sample(S.points, S.weights * factor, cfg.s_b, cfg.n_clusters, rng, z)
 
@@ -253,42 +252,54 @@ def _uncovered_kept(sets, factor: np.ndarray, cover: float) -> np.ndarray:
 _STILL_ARRIVING = 0.1
 _POINTS_PER_CLUSTER = 4
 _MIN_POINTS = 2
-# the "stopped" rule: a center per two released points (a cluster still needs _MIN_POINTS of an old epoch's)
+# the "stopped" rule: a center per two released points (a cluster still needs _MIN_POINTS of the old
+# epoch's), and a cluster is judged only where the newer epochs, were it still arriving at the old epoch's
+# share, would have released this many points in it (absent a Poisson count of mean 3: 5%)
 _STOPPED_POINTS_PER_CLUSTER = 2
+_EXPECTED_NEWER_POINTS = 3
 
 
 def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, factor: np.ndarray, epoch: int,
-                           t: int, points_per_cluster: int = _POINTS_PER_CLUSTER, first: int = 1,
-                           wait_for_newer: bool = True) -> np.ndarray:
+                           t: int, stopped_rule: bool = False) -> np.ndarray:
     """``release_decay_rule="clusters"``: the age decay applies to an old epoch's points only in the clusters
     that newer epochs still fill. The clusters are a k-means fit of every epoch's points at full weight
     (under its own key, at most one center per ``_POINTS_PER_CLUSTER`` points); an old epoch's points in a
     cluster that held at least 1/(2k) of that epoch's mass, and where the newer epochs' share of their mass
     is under ``_STILL_ARRIVING`` times the old epoch's share, keep their whole weight: a cluster that stopped
     arriving (an in-order or drifting stream) is not faded by epochs that never saw it. The first epoch
-    always decays by age. The k-means partition sets the scale of "nearby", which a distance to single
-    noisy leaf means cannot (the ``"covered"`` rule). Post-processing of released sets."""
+    always decays by age, and an epoch is judged only once the newer epochs outweigh it. The k-means
+    partition sets the scale of "nearby", which a distance to single noisy leaf means cannot (the
+    ``"covered"`` rule). Post-processing of released sets.
+
+    ``release_decay_rule="stopped"`` (``stopped_rule``): the same test of shares, for every old epoch
+    including the first, on a fit with a center per ``_STOPPED_POINTS_PER_CLUSTER`` points; in place of
+    "the newer epochs outweigh it" a cluster is judged when the newer epochs would have released at least
+    ``_EXPECTED_NEWER_POINTS`` points in it at the old epoch's share (an in-order stream's first epoch holds
+    its first clusters alone; the epoch before the open one is never outweighed while its clusters are
+    newest but one; a coarse clump of the first epoch is judged on its share alone, as any cluster)."""
     # a fit with about as many centers as points makes every old point a cluster of its own, which no newer
     # point shares: a few coarse leaf means would all count as stopped
-    k = max(1, min(cfg.n_clusters, len(S) // points_per_cluster))
+    k = max(1, min(cfg.n_clusters, len(S) // (_STOPPED_POINTS_PER_CLUSTER if stopped_rule else _POINTS_PER_CLUSTER)))
     C = cluster_coreset(S.points, S.weights, k, cfg.objective, noise.generator(("release", epoch, t, "B-fit clusters")),
                         cfg.center_vec, n_init=1)
     lab = nearest_center(S.points, C)[0]
     ep = np.concatenate([np.full(len(s), i) for i, s in enumerate(sets)])
     w = np.maximum(S.weights, 0.0)
     out = factor.copy()
-    # the first epoch's rings are the ball's alone: its leaf means average whole groups of clusters, a
-    # clump of its own that no later epoch fills (measured: nearly all that a shuffled stream kept)
-    for i in range(first, len(sets) - 1):
+    # "clusters": the first epoch's rings are the ball's alone: its leaf means average whole groups of
+    # clusters, a clump of its own that no later epoch fills (measured: nearly all that a shuffled stream kept)
+    for i in range(0 if stopped_rule else 1, len(sets) - 1):
         own = np.bincount(lab[ep == i], weights=w[ep == i], minlength=k)
         newer = np.bincount(lab[ep > i], weights=w[ep > i], minlength=k)
-        if wait_for_newer and newer.sum() < own.sum():  # the newer epochs too young to tell (a small cluster may be unsampled yet)
+        if not stopped_rule and newer.sum() < own.sum():  # the newer epochs too young to tell (a small cluster may be unsampled yet)
             continue
         # shares, not masses (the open epoch starts small), and only a cluster that held a real share of
         # the old epoch (not a few stray leaf means that the fit happened to give a center)
         n_own = np.bincount(lab[ep == i], minlength=k)  # released points, not mass: one noisy leaf mean is no cluster
         stopped = ((newer * own.sum() < _STILL_ARRIVING * own * newer.sum()) & (2 * k * own >= own.sum())
                    & (n_own >= _MIN_POINTS))
+        if stopped_rule:  # absent newer points mean "stopped" only where some were to be expected
+            stopped &= own * np.count_nonzero(ep > i) >= _EXPECTED_NEWER_POINTS * own.sum()
         seg = ep == i
         out[seg] = np.where(stopped[lab[seg]], 1.0, factor[seg])
     return out
