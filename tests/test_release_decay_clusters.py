@@ -166,7 +166,7 @@ def _kept_stopped(sets, t=5, n_clusters=3):
     return epochs_mod._stopped_clusters_kept(cfg, NoiseSource(SEED), sets, S, _factor(sets), 2, t, stopped_rule=True)
 
 
-def _in_order_sets(rng, n=4):
+def _in_order_sets(rng, n=6):
     """A stream in cluster order, a cluster per epoch whose epochs double: epoch 0 holds the cluster at
     (0, 0), epoch 1 (twice its mass) the one at (30, 0), and the young open epoch (half of epoch 1's
     mass) the one at (0, 30)."""
@@ -178,7 +178,7 @@ def test_stopped_keeps_an_in_order_stream_whole_where_clusters_decays_it():
     """Every old cluster of an in-order stream stopped arriving: the "stopped" rule keeps the first epoch's
     and the not yet outweighed epoch's clusters whole; the "clusters" rule decays both by age."""
     sets = _in_order_sets(np.random.default_rng(5))
-    np.testing.assert_array_equal(_kept_stopped(sets), np.ones(12))
+    np.testing.assert_array_equal(_kept_stopped(sets), np.ones(18))
     np.testing.assert_array_equal(_kept(_cfg(), sets), _factor(sets))
 
 
@@ -209,13 +209,14 @@ def test_stopped_reads_the_released_sets_alone(monkeypatch):
 
 def test_stopped_does_not_judge_on_too_few_newer_points():
     """The open epoch has released two points: were the old epoch's cluster still arriving at its share, the
-    open epoch would have put two points in it, and none is no evidence that it stopped: decayed by age
-    (the first epoch, with six newer points, is kept). With a six-point open epoch it is kept."""
+    open epoch would have put two points in it, fewer than ln(k / 0.05) ≈ 4.1, and none there is no evidence
+    that it stopped: decayed by age (the first epoch, with eight newer points, is kept). With a six-point
+    open epoch it is kept."""
     rng = np.random.default_rng(7)
     first, old, _ = _in_order_sets(rng)
     young = WeightedSet(rng.normal(size=(2, 2)) + (0, 30), np.full(2, 100.0), np.full(2, -1))
     sets = [first, old, young]
     out = _kept_stopped(sets)
-    assert np.all(out[:4] == 1.0) and np.all(out[4:8] == 0.5)
+    assert np.all(out[:6] == 1.0) and np.all(out[6:12] == 0.5)
     grown = WeightedSet(rng.normal(size=(6, 2)) + (0, 30), np.full(6, 100.0), np.full(6, -1))
-    assert np.all(_kept_stopped([first, old, grown])[:8] == 1.0)
+    assert np.all(_kept_stopped([first, old, grown])[:12] == 1.0)
