@@ -279,7 +279,8 @@ def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, facto
     "the newer epochs outweigh it" a cluster is judged when the newer epochs would have released at least
     ln(k / ``_FALSE_STOPS``) points in it at the old epoch's share (an in-order stream's first epoch holds
     its first clusters alone; the epoch before the open one is never outweighed while its clusters are
-    newest but one; a coarse clump of the first epoch is judged on its share alone, as any cluster)."""
+    newest but one). In the first epoch only a cluster holding at least half its mass counts: a clump of the
+    ball's coarse leaf means holds a part of it (shuffled aniso32: 1.034 → 1.045 without this)."""
     # a fit with about as many centers as points makes every old point a cluster of its own, which no newer
     # point shares: a few coarse leaf means would all count as stopped
     k = max(1, min(cfg.n_clusters, len(S) // (_STOPPED_POINTS_PER_CLUSTER if stopped_rule else _POINTS_PER_CLUSTER)))
@@ -303,6 +304,9 @@ def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, facto
                    & (n_own >= _MIN_POINTS))
         if stopped_rule:  # absent newer points mean "stopped" only where some were to be expected
             stopped &= own * np.count_nonzero(ep > i) >= np.log(k / _FALSE_STOPS) * own.sum()
+            if i == 0:  # the ball's rings: a clump of coarse leaf means holds a part of the first epoch; a
+                # first epoch that saw one cluster (an in-order stream's first ticks) holds most of it there
+                stopped &= 2 * own >= own.sum()
         seg = ep == i
         out[seg] = np.where(stopped[lab[seg]], 1.0, factor[seg])
     return out

@@ -220,3 +220,16 @@ def test_stopped_does_not_judge_on_too_few_newer_points():
     assert np.all(out[:6] == 1.0) and np.all(out[6:12] == 0.5)
     grown = WeightedSet(rng.normal(size=(6, 2)) + (0, 30), np.full(6, 100.0), np.full(6, -1))
     assert np.all(_kept_stopped([first, old, grown])[:12] == 1.0)
+
+
+def test_stopped_decays_first_epoch_clumps_that_hold_a_part_of_it():
+    """The first epoch's points in three clumps no newer epoch fills, a third of its mass each (the ball's
+    coarse leaf means between the clusters of a shuffled stream): decayed by age. A first epoch whose
+    mass sits in one such clump (an in-order stream's first cluster) is kept."""
+    rng = np.random.default_rng(8)
+    first = _set(rng, [(-30, -30), (30, -30), (-30, 30)], 6)
+    later = [_set(rng, [(0, 0), (30, 30)], n) for n in (6, 6)]
+    out = _kept_stopped([first] + later)
+    assert np.all(out[:18] == 0.25)
+    one = _set(rng, [(-30, -30)], 6)
+    assert np.all(_kept_stopped([one] + later)[:6] == 1.0)
