@@ -210,26 +210,29 @@ def test_stopped_reads_the_released_sets_alone(monkeypatch):
 def test_stopped_does_not_judge_on_too_few_newer_points():
     """The open epoch has released two points: were the old epoch's cluster still arriving at its share, the
     open epoch would have put two points in it, fewer than ln(k / 0.05) ≈ 4.1, and none there is no evidence
-    that it stopped: decayed by age (the first epoch, with eight newer points, is kept). With a six-point
-    open epoch it is kept."""
+    that it stopped: decayed by age, and so is the first epoch (no later epoch kept a cluster). With a
+    six-point open epoch both are kept."""
     rng = np.random.default_rng(7)
     first, old, _ = _in_order_sets(rng)
     young = WeightedSet(rng.normal(size=(2, 2)) + (0, 30), np.full(2, 100.0), np.full(2, -1))
     sets = [first, old, young]
-    out = _kept_stopped(sets)
-    assert np.all(out[:6] == 1.0) and np.all(out[6:12] == 0.5)
+    np.testing.assert_array_equal(_kept_stopped(sets), _factor(sets))
     grown = WeightedSet(rng.normal(size=(6, 2)) + (0, 30), np.full(6, 100.0), np.full(6, -1))
     assert np.all(_kept_stopped([first, old, grown])[:12] == 1.0)
 
 
-def test_stopped_decays_first_epoch_clumps_that_hold_a_part_of_it():
+def test_stopped_keeps_the_first_epoch_only_whole_and_in_a_drifting_stream():
     """The first epoch's points in three clumps no newer epoch fills, a third of its mass each (the ball's
-    coarse leaf means between the clusters of a shuffled stream): decayed by age. A first epoch whose
-    mass sits in one such clump (an in-order stream's first cluster) is kept."""
+    coarse leaf means between the clusters of a shuffled stream): decayed by age, though a later epoch's
+    cluster stopped. All its mass in one such clump: kept when a later epoch's cluster stopped too (an
+    in-order stream), decayed when the later epochs are stationary (a high-d shuffled stream's first epoch,
+    whose coarse means all sit near the data's mean)."""
     rng = np.random.default_rng(8)
-    first = _set(rng, [(-30, -30), (30, -30), (-30, 30)], 6)
-    later = [_set(rng, [(0, 0), (30, 30)], n) for n in (6, 6)]
-    out = _kept_stopped([first] + later)
-    assert np.all(out[:18] == 0.25)
+    drifting = [_set(rng, [(0, 0), (30, 0)], 6), _set(rng, [(0, 0), (30, 30)], 12)]  # (30, 0) stopped
+    stationary = [_set(rng, [(0, 0), (30, 30)], n) for n in (6, 12)]
+    parts = _set(rng, [(-30, -30), (-30, 30), (30, -30)], 4)
+    assert np.all(_kept_stopped([parts] + drifting, n_clusters=6)[:12] == 0.25)
     one = _set(rng, [(-30, -30)], 6)
-    assert np.all(_kept_stopped([one] + later)[:6] == 1.0)
+    out = _kept_stopped([one] + drifting, n_clusters=4)
+    assert np.all(out[:6] == 1.0) and np.all(out[12:18] == 1.0)  # the first epoch's and the (30, 0) cluster
+    np.testing.assert_array_equal(_kept_stopped([one] + stationary, n_clusters=4)[:6], np.full(6, 0.25))
