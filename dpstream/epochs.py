@@ -294,7 +294,7 @@ def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, facto
     out = factor.copy()
     # "clusters": the first epoch's rings are the ball's alone: its leaf means average whole groups of
     # clusters, a clump of its own that no later epoch fills (measured: nearly all that a shuffled stream kept)
-    # "stopped" judges the first epoch last, and keeps its clusters only once a later epoch kept one: a
+    # "stopped" judges the first epoch last, and keeps its clusters only once a later epoch kept half its mass: a
     # clump of the ball's coarse leaf means (high d: near the mean of the newer points) holds most of a
     # shuffled stream's first epoch too (emb784: 1.086 → 1.103 without this), and a stationary stream keeps
     # no finer epoch's cluster
@@ -315,7 +315,7 @@ def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, facto
                 # first epoch that saw one cluster (an in-order stream's first ticks) holds most of it there
                 stopped &= (2 * own >= own.sum()) & drifted
         seg = ep == i
-        drifted |= bool(np.any(stopped[lab[seg]]))
+        drifted |= bool(2 * w[seg][stopped[lab[seg]]].sum() >= w[seg].sum())
         out[seg] = np.where(stopped[lab[seg]], 1.0, factor[seg])
     return out
 
