@@ -57,6 +57,7 @@ class ReleaseDecayRule(_Choice):
     AGE = "age"          # every old epoch's point, by its age
     COVERED = "covered"  # only where a newer epoch has points nearby
     CLUSTERS = "clusters"  # only in the clusters (of a k-means fit of every epoch) that newer epochs fill too
+    STOPPED = "stopped"    # as clusters, also for the first epoch and young newer epochs, on a finer fit
 
 
 class RingCenters(_Choice):

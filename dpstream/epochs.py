@@ -219,6 +219,8 @@ def release_fit_sample(cfg: EngineConfig, noise, sets, pts: np.ndarray, w: np.nd
         factor = _uncovered_kept(sets, factor, cfg.release_cover_factor)
     elif cfg.release_decay_rule == "clusters":
         factor = _stopped_clusters_kept(cfg, noise, sets, S, factor, epoch, t)
+    elif cfg.release_decay_rule == "stopped":
+        factor = _stopped_clusters_kept(cfg, noise, sets, S, factor, epoch, t, stopped_rule=True)
     rng = noise.generator(("release", epoch, t, "B-fit"))
     return sensitivity_sample(S.points, S.weights * factor, cfg.s_b, cfg.n_clusters, rng, z)
 
@@ -250,40 +252,70 @@ def _uncovered_kept(sets, factor: np.ndarray, cover: float) -> np.ndarray:
 _STILL_ARRIVING = 0.1
 _POINTS_PER_CLUSTER = 4
 _MIN_POINTS = 2
+# the "stopped" rule: a center per two released points (a cluster still needs _MIN_POINTS of the old
+# epoch's), and a cluster is judged only where the newer epochs, were it still arriving at the old epoch's
+# share, would have released at least ln(k / _FALSE_STOPS) points in it: a Poisson count of that mean is 0
+# with probability _FALSE_STOPS / k, so a stationary stream keeps a cluster whole by chance at most
+# _FALSE_STOPS times per epoch in expectation, whatever k (a fixed mean of 3 flagged enough of shuffled
+# gmm100's clusters, about two released points each, to take it from 2.53 to 2.80)
+_STOPPED_POINTS_PER_CLUSTER = 2
+_FALSE_STOPS = 0.05
 
 
 def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, factor: np.ndarray, epoch: int,
-                           t: int) -> np.ndarray:
+                           t: int, stopped_rule: bool = False) -> np.ndarray:
     """``release_decay_rule="clusters"``: the age decay applies to an old epoch's points only in the clusters
     that newer epochs still fill. The clusters are a k-means fit of every epoch's points at full weight
     (under its own key, at most one center per ``_POINTS_PER_CLUSTER`` points); an old epoch's points in a
     cluster that held at least 1/(2k) of that epoch's mass, and where the newer epochs' share of their mass
     is under ``_STILL_ARRIVING`` times the old epoch's share, keep their whole weight: a cluster that stopped
     arriving (an in-order or drifting stream) is not faded by epochs that never saw it. The first epoch
-    always decays by age. The k-means partition sets the scale of "nearby", which a distance to single
-    noisy leaf means cannot (the ``"covered"`` rule). Post-processing of released sets."""
+    always decays by age, and an epoch is judged only once the newer epochs outweigh it. The k-means
+    partition sets the scale of "nearby", which a distance to single noisy leaf means cannot (the
+    ``"covered"`` rule). Post-processing of released sets.
+
+    ``release_decay_rule="stopped"`` (``stopped_rule``): the same test of shares, for every old epoch
+    including the first, on a fit with a center per ``_STOPPED_POINTS_PER_CLUSTER`` points; in place of
+    "the newer epochs outweigh it" a cluster is judged when the newer epochs would have released at least
+    ln(k / ``_FALSE_STOPS``) points in it at the old epoch's share (an in-order stream's first epoch holds
+    its first clusters alone; the epoch before the open one is never outweighed while its clusters are
+    newest but one). In the first epoch only a cluster holding at least half its mass counts, and only once
+    a later epoch kept half of its own mass (the stream drifts): a clump of the ball's coarse leaf means holds a part
+    of it (shuffled aniso32: 1.034 → 1.045 without the half), or in high d most of it (emb784: 1.086 →
+    1.103 without the drift)."""
     # a fit with about as many centers as points makes every old point a cluster of its own, which no newer
     # point shares: a few coarse leaf means would all count as stopped
-    k = max(1, min(cfg.n_clusters, len(S) // _POINTS_PER_CLUSTER))
+    k = max(1, min(cfg.n_clusters, len(S) // (_STOPPED_POINTS_PER_CLUSTER if stopped_rule else _POINTS_PER_CLUSTER)))
     C = cluster_coreset(S.points, S.weights, k, cfg.objective, noise.generator(("release", epoch, t, "B-fit clusters")),
                         cfg.center_vec, n_init=1)
     lab = nearest_center(S.points, C)[0]
     ep = np.concatenate([np.full(len(s), i) for i, s in enumerate(sets)])
     w = np.maximum(S.weights, 0.0)
     out = factor.copy()
-    # the first epoch's rings are the ball's alone: its leaf means average whole groups of clusters, a
-    # clump of its own that no later epoch fills (measured: nearly all that a shuffled stream kept)
-    for i in range(1, len(sets) - 1):
+    # "clusters": the first epoch's rings are the ball's alone: its leaf means average whole groups of
+    # clusters, a clump of its own that no later epoch fills (measured: nearly all that a shuffled stream kept)
+    # "stopped" judges the first epoch last, and keeps its clusters only once a later epoch kept half its
+    # mass: a clump of the ball's coarse leaf means (high d: near the mean of the newer points) holds most
+    # of a shuffled stream's first epoch too (emb784: 1.086 → 1.103 without this), and a stationary stream
+    # keeps at most a stray part of a finer epoch (pixels, seed 4: 2 of epoch 1's 12 points)
+    drifted = False
+    for i in (list(range(1, len(sets) - 1)) + [0]) if stopped_rule else range(1, len(sets) - 1):
         own = np.bincount(lab[ep == i], weights=w[ep == i], minlength=k)
         newer = np.bincount(lab[ep > i], weights=w[ep > i], minlength=k)
-        if newer.sum() < own.sum():  # the newer epochs too young to tell (a small cluster may be unsampled yet)
+        if not stopped_rule and newer.sum() < own.sum():  # the newer epochs too young to tell (a small cluster may be unsampled yet)
             continue
         # shares, not masses (the open epoch starts small), and only a cluster that held a real share of
         # the old epoch (not a few stray leaf means that the fit happened to give a center)
         n_own = np.bincount(lab[ep == i], minlength=k)  # released points, not mass: one noisy leaf mean is no cluster
         stopped = ((newer * own.sum() < _STILL_ARRIVING * own * newer.sum()) & (2 * k * own >= own.sum())
                    & (n_own >= _MIN_POINTS))
+        if stopped_rule:  # absent newer points mean "stopped" only where some were to be expected
+            stopped &= own * np.count_nonzero(ep > i) >= np.log(k / _FALSE_STOPS) * own.sum()
+            if i == 0:  # the ball's rings: a clump of coarse leaf means holds a part of the first epoch; a
+                # first epoch that saw one cluster (an in-order stream's first ticks) holds most of it there
+                stopped &= (2 * own >= own.sum()) & drifted
         seg = ep == i
+        drifted |= bool(2 * w[seg][stopped[lab[seg]]].sum() >= w[seg].sum())
         out[seg] = np.where(stopped[lab[seg]], 1.0, factor[seg])
     return out
 

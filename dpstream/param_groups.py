@@ -159,7 +159,8 @@ class MergeReduce:
       release_decay_rule: which old points that decay applies to
         (:class:`~dpstream.choices.ReleaseDecayRule`); the default ``clusters`` spares an old epoch's
         points in the clusters (of a k-means fit of every released epoch) that the newer epochs no
-        longer fill (:func:`dpstream.epochs.release_fit_sample`).
+        longer fill (:func:`dpstream.epochs.release_fit_sample`); ``stopped`` applies that test to the first
+        epoch too and as soon as the newer epochs have released enough points to tell (an option).
       release_cover_factor: with the ``covered`` rule, an old point decays when a newer epoch's point is
         within this many times the newer points' spacing (> 0).
     """

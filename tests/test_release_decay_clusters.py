@@ -94,22 +94,22 @@ def _drifting_ticks(rng, shift, last_extra=0):
 _RAW = {"n": 0}  # what a broken rule could read besides the released sets: the last tick's exact size
 
 
-def _broken_rule(cfg, noise, sets, S, factor, epoch, t):
+def _broken_rule(cfg, noise, sets, S, factor, epoch, t, **kw):
     """A rule that also reads the raw stream: it keeps every old point whole when the last tick held an
     even number of points."""
-    return np.ones_like(factor) if _RAW["n"] % 2 == 0 else _ORIG(cfg, noise, sets, S, factor, epoch, t)
+    return np.ones_like(factor) if _RAW["n"] % 2 == 0 else _ORIG(cfg, noise, sets, S, factor, epoch, t, **kw)
 
 
 _ORIG = epochs_mod._stopped_clusters_kept
 
 
-def _replay_matches(monkeypatch, broken: bool) -> bool:
+def _replay_matches(monkeypatch, broken: bool, rule: str = "clusters") -> bool:
     """Run an engine on a drifting stream, then another on a different raw stream; replay the first
     engine's last release fit from its released epoch coresets and keyed noise alone. True when the
     replay gives the first engine's fit sample exactly."""
     if broken:
         monkeypatch.setattr(epochs_mod, "_stopped_clusters_kept", _broken_rule)
-    cfg = _cfg(epsilon=2.0)
+    cfg = _cfg(epsilon=2.0, release_decay_rule=rule)
 
     def run(ticks):
         e = Engine(cfg, SEED)
@@ -155,3 +155,84 @@ def test_the_plan_does_not_depend_on_the_rule():
     assert PrivacyPlan.build(_cfg()).to_dict() == PrivacyPlan.build(_cfg(release_decay_rule="age")).to_dict()
     with pytest.raises(ValueError, match="release_decay_rule"):
         _cfg(release_decay_rule="drift")
+
+
+# -- release_decay_rule="stopped": the same test of shares, for the first epoch too and without waiting for
+# the newer epochs to outweigh the old one, on a fit with a center per two released points
+
+def _kept_stopped(sets, t=5, n_clusters=3):
+    cfg = _cfg(release_decay_rule="stopped", n_clusters=n_clusters)
+    S = WeightedSet.concat(sets, cfg.dim)
+    return epochs_mod._stopped_clusters_kept(cfg, NoiseSource(SEED), sets, S, _factor(sets), 2, t, stopped_rule=True)
+
+
+def _in_order_sets(rng, n=6):
+    """A stream in cluster order, a cluster per epoch whose epochs double: epoch 0 holds the cluster at
+    (0, 0), epoch 1 (twice its mass) the one at (30, 0), and the young open epoch (half of epoch 1's
+    mass) the one at (0, 30)."""
+    return [WeightedSet(rng.normal(size=(n, 2)) + c, np.full(n, m), np.full(n, -1))
+            for c, m in (((0, 0), 100.0), ((30, 0), 200.0), ((0, 30), 100.0))]
+
+
+def test_stopped_keeps_an_in_order_stream_whole_where_clusters_decays_it():
+    """Every old cluster of an in-order stream stopped arriving: the "stopped" rule keeps the first epoch's
+    and the not yet outweighed epoch's clusters whole; the "clusters" rule decays both by age."""
+    sets = _in_order_sets(np.random.default_rng(5))
+    np.testing.assert_array_equal(_kept_stopped(sets), np.ones(18))
+    np.testing.assert_array_equal(_kept(_cfg(), sets), _factor(sets))
+
+
+def test_stopped_decays_an_old_cluster_the_newer_epochs_still_fill():
+    rng = np.random.default_rng(6)
+    first = _set(rng, [(0, 0), (30, 0)], 10)
+    old = _set(rng, [(0, 0), (30, 0)], 20)
+    new = _set(rng, [(0, 0), (0, 30)], 10)  # younger than the old epoch, and only the cluster at 0 arrives
+    out = _kept_stopped([first, old, new])
+    assert np.all(out[:20] == 0.25)  # the first epoch's two clusters both arrive in the old epoch
+    assert np.all(out[20:40] == 0.5)  # the old epoch's cluster at 0 still arrives: decayed by age
+    assert np.all(out[40:60] == 1.0)  # the one at 30 stopped: whole
+    assert np.all(out[60:] == 1.0)
+
+
+def test_stopped_decays_a_stationary_stream_exactly_by_age():
+    rng = np.random.default_rng(1)
+    sets = [_set(rng, [(0, 0), (30, 0), (0, 30)], n) for n in (10, 20, 40, 8)]  # the open epoch young
+    np.testing.assert_array_equal(_kept_stopped(sets), _factor(sets))
+
+
+def test_stopped_reads_the_released_sets_alone(monkeypatch):
+    """The replay of the engine's last release fit from released sets and keyed noise, under "stopped"; the
+    same broken variant (reading the raw stream) is caught."""
+    assert _replay_matches(monkeypatch, broken=False, rule="stopped")
+    assert not _replay_matches(monkeypatch, broken=True, rule="stopped")
+
+
+def test_stopped_does_not_judge_on_too_few_newer_points():
+    """The open epoch has released two points: were the old epoch's cluster still arriving at its share, the
+    open epoch would have put two points in it, fewer than ln(k / 0.05) ≈ 4.1, and none there is no evidence
+    that it stopped: decayed by age, and so is the first epoch (no later epoch kept a cluster). With a
+    six-point open epoch both are kept."""
+    rng = np.random.default_rng(7)
+    first, old, _ = _in_order_sets(rng)
+    young = WeightedSet(rng.normal(size=(2, 2)) + (0, 30), np.full(2, 100.0), np.full(2, -1))
+    sets = [first, old, young]
+    np.testing.assert_array_equal(_kept_stopped(sets), _factor(sets))
+    grown = WeightedSet(rng.normal(size=(6, 2)) + (0, 30), np.full(6, 100.0), np.full(6, -1))
+    assert np.all(_kept_stopped([first, old, grown])[:12] == 1.0)
+
+
+def test_stopped_keeps_the_first_epoch_only_whole_and_in_a_drifting_stream():
+    """The first epoch's points in three clumps no newer epoch fills, a third of its mass each (the ball's
+    coarse leaf means between the clusters of a shuffled stream): decayed by age, though a later epoch's
+    cluster stopped. All its mass in one such clump: kept when a later epoch's cluster stopped too (an
+    in-order stream), decayed when the later epochs are stationary (a high-d shuffled stream's first epoch,
+    whose coarse means all sit near the data's mean)."""
+    rng = np.random.default_rng(8)
+    drifting = [_set(rng, [(0, 0), (30, 0)], 6), _set(rng, [(0, 0), (30, 30)], 12)]  # (30, 0) stopped
+    stationary = [_set(rng, [(0, 0), (30, 30)], n) for n in (6, 12)]
+    parts = _set(rng, [(-30, -30), (-30, 30), (30, -30)], 4)
+    assert np.all(_kept_stopped([parts] + drifting, n_clusters=6)[:12] == 0.25)
+    one = _set(rng, [(-30, -30)], 6)
+    out = _kept_stopped([one] + drifting, n_clusters=4)
+    assert np.all(out[:6] == 1.0) and np.all(out[12:18] == 1.0)  # the first epoch's and the (30, 0) cluster
+    np.testing.assert_array_equal(_kept_stopped([one] + stationary, n_clusters=4)[:6], np.full(6, 0.25))

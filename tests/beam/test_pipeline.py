@@ -597,6 +597,27 @@ def test_batch_job_with_the_cluster_decay_rule_releases_what_the_engine_releases
     assert want != [json.loads(json.dumps(age.step(x).to_dict())) for x in ticks]
 
 
+def test_batch_job_with_the_stopped_decay_rule_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
+    """release_decay_rule="stopped" (the first epoch judged too, a cluster judged once the newer epochs would
+    have released points in it): on a stream in cluster order (three clusters, one after the other) the
+    engine's releases differ from the "clusters" rule's, and the job, calling the same step, releases exactly
+    the engine's."""
+    import pipelines.job.arguments as arguments
+    orig = arguments.make_config
+    monkeypatch.setattr(arguments, "make_config", lambda **kw: orig(**kw).with_(release_decay_rule="stopped"))
+    rng = np.random.default_rng(6)
+    T, per = 24, 200
+    centers = [(-6.0, -6.0), (6.0, -6.0), (0.0, 7.0)]
+    ticks = [rng.normal(size=(per, 2)) * 0.7 + np.array(centers[min(t // 6, 2)]) for t in range(T)]
+    got, want, job = _job_and_engine_on(np.vstack(ticks), tmp_path, seed_file, radius=12, k=3, tick_size=per,
+                                        horizon=T, epsilon=2)
+    cfg = job_mod.engine_config(job)
+    assert cfg.release_decay_rule == "stopped"
+    assert got == want and len(got) == T
+    clusters = Engine(cfg.with_(release_decay_rule="clusters"), load_seed(seed_file))
+    assert want != [json.loads(json.dumps(clusters.step(x).to_dict())) for x in ticks]
+
+
 @pytest.mark.parametrize("runs, extra", [(1, []), (2, []), (1, ["--semicoreset=snap"]), (2, ["--tick_timer=looping"])])
 def test_a_job_that_ends_at_its_input_end_releases_what_the_engine_releases_with_the_end(tmp_path, seed_file, runs,
                                                                                           extra):
