@@ -38,7 +38,7 @@ def render(rows, imports, helps, python_s, sizes, meta, profile_md: str = "") ->
     out = ["# The Beam job against the library (`benchmarks/job_vs_library.py`)", "",
            f"{meta}", "",
            "Each side in a fresh `python` on the same file, wall clock from spawn to exit (imports included), "
-           "BLAS/OpenMP limited to one thread. The job: `python -m pipelines.dp_stream_cluster --input FILE "
+           "BLAS/OpenMP limited to one thread, numpy's huge-page advice off on both sides (`NUMPY_MADVISE_HUGEPAGE=0`; the job's command sets it for its own run). The job: `python -m pipelines.dp_stream_cluster --input FILE "
            "--output DIR …` (DirectRunner); the library: `np.load` / `np.loadtxt` then "
            "`DPStreamClusterer(k, radius, tick_size=1000).fit(X)`. CPU = the child's user + system time.", "",
            "| data | library wall (CPU) | job wall (CPU) | job / library, wall | target ≤ 2× | job / library, "

@@ -29,6 +29,9 @@ def _env() -> dict:
     env = dict(os.environ)
     for v in THREAD_VARS:
         env[v] = "1"
+    # the job's command turns numpy's huge-page advice off for its own run (pipelines.job.memory); the
+    # library gets the same, so neither side's time carries the kernel's page compaction of the moment
+    env["NUMPY_MADVISE_HUGEPAGE"] = "0"
     env["PYTHONPATH"] = REPO + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     return env
 
