@@ -141,3 +141,19 @@ def test_the_job_with_assign_rings_in_small_groups_of_ticks_releases_what_the_en
         assert max(len(g) for g in groups) > 1  # a message's ticks went in several groups
     assert [r["tick"] for r in got] == list(range(1, 9))
     assert got == want
+
+
+def test_batch_into_ticks_gathers_each_groups_rows_as_concatenating_and_indexing_would():
+    """BatchIntoTicks' flush takes each (shard, tick) group's rows straight from the arrays it buffered:
+    the same rows, order and dtype as concatenating them and indexing (float32 chunks stay float32; a
+    float64 part widens all), empty arrays included."""
+    from transforms.ticks import _RowGather
+
+    rng = np.random.default_rng(3)
+    for arrays in ([rng.normal(size=(n, 6)).astype(np.float32) for n in (5, 0, 9, 3, 1)],
+                   [rng.normal(size=(4, 6))] + [rng.normal(size=(n, 6)).astype(np.float32) for n in (7, 2)]):
+        whole = np.concatenate(arrays)
+        for _ in range(50):
+            rows = np.sort(rng.choice(whole.shape[0], size=int(rng.integers(1, whole.shape[0] + 1)), replace=False))
+            got = _RowGather(arrays)(rows)
+            assert got.dtype == whole.dtype and np.array_equal(got, whole[rows])
