@@ -157,25 +157,34 @@ def main(argv=None):
     a = ap.parse_args(argv)
     b = Block(a.dataset)
     print(f"{a.dataset}: n = {b.n}, d = {b.d}, k = {b.k}, ball radius {b.R:g}; ratios to KMeans (n_init = 3)")
-    for v in a.variants.split("|"):
+    def run(name, args, s):
+        if name == "mean":
+            return b.X.mean(0)[None], 1
+        if name == "tree":
+            return b.tree(s)
+        if name == "oracle":
+            return b.oracle(s, float(args) if args else 0.7)
+        if name == "cells":
+            return b.cells(s, **eval(f"dict({args})", {}))  # a measurement tool's own command line
+        return None
+
+    report_variants(b, a.variants, a.seeds, run, "output points/leaves")
+
+
+def report_variants(b: Block, variants: str, seeds: int, run, size_name: str) -> None:
+    """One line per '|'-separated variant ``name[:args]``: the median and each seed's cost ratio of
+    ``run(name, args, seed)`` → (centers, output size), or None for a name it does not know."""
+    for v in variants.split("|"):
         name, _, args = v.partition(":")
         ratios, sizes = [], []
-        for s in range(a.seeds):
-            if name == "mean":
-                C, m = b.X.mean(0)[None], 1
-            elif name == "tree":
-                C, m = b.tree(s)
-            elif name == "oracle":
-                C, m = b.oracle(s, float(args) if args else 0.7)
-            elif name == "cells":
-                C, m = b.cells(s, **eval(f"dict({args})", {}))  # a measurement tool's own command line
-            else:
+        for s in range(seeds):
+            got = run(name, args, s)
+            if got is None:
                 raise SystemExit(f"unknown variant {name!r}")
-            ratios.append(b.ratio(C))
-            sizes.append(m)
+            ratios.append(b.ratio(got[0]))
+            sizes.append(got[1])
         print(f"{v:60s} median {np.median(ratios):.3f}  [{' '.join(f'{r:.3f}' for r in ratios)}]  "
-              f"output points/leaves {int(np.median(sizes))}", flush=True)
-
+              f"{size_name} {int(np.median(sizes))}", flush=True)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -39,7 +39,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from block_partition import Block, weighted_kmeans  # noqa: E402  (limits threads on import)
+from block_partition import Block, report_variants, weighted_kmeans  # noqa: E402  (limits threads on import)
 
 import numpy as np  # noqa: E402
 
@@ -156,25 +156,18 @@ def main(argv=None):
     b = Block(a.dataset)
     print(f"{a.dataset}: n = {b.n}, d = {b.d}, k = {b.k}, Λ = {b.R:g}, D = {b.cfg.tree_depth}, "
           f"φ = {b.cfg.count_share}; ratios to KMeans (n_init = 3)")
-    for v in a.variants.split("|"):
-        name, _, args = v.partition(":")
-        ratios, sizes = [], []
-        for s in range(a.seeds):
-            if name == "mean":
-                C, m = b.X.mean(0)[None], 1
-            elif name == "tree" and args:  # the engine's A with EngineConfig overrides (e.g. tree_cells=0.8)
-                C, m = engine_a(b, s, eval(f"dict({args})", {}))
-            elif name == "tree":
-                C, m = b.tree(s)
-            elif name == "sim":
-                C, m = sim(b, s, **eval(f"dict({args})", {}))  # a measurement tool's own command line
-            else:
-                raise SystemExit(f"unknown variant {name!r}")
-            ratios.append(b.ratio(C))
-            sizes.append(m)
-        print(f"{v:55s} median {np.median(ratios):.3f}  [{' '.join(f'{r:.3f}' for r in ratios)}]  "
-              f"leaves {int(np.median(sizes))}", flush=True)
+    def run(name, args, s):
+        if name == "mean":
+            return b.X.mean(0)[None], 1
+        if name == "tree" and args:  # the engine's A with EngineConfig overrides (e.g. tree_cells=0.8)
+            return engine_a(b, s, eval(f"dict({args})", {}))
+        if name == "tree":
+            return b.tree(s)
+        if name == "sim":
+            return sim(b, s, **eval(f"dict({args})", {}))  # a measurement tool's own command line
+        return None
 
+    report_variants(b, a.variants, a.seeds, run, "leaves")
 
 if __name__ == "__main__":
     sys.exit(main())

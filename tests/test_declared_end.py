@@ -29,6 +29,7 @@ from dpstream.run_setup import RunSetup
 from dpstream.runs import RunSequence
 
 from streams import record_ring_releases, three_blob_ticks  # tests/streams.py
+from test_noise_key_audit import _flush_only_nonempty_rings  # the same broken flush, audited there too
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpstream.noise.UnsafeSeedWarning")
 
@@ -271,12 +272,7 @@ def test_the_end_flush_draws_the_same_noise_keys_with_or_without_a_record(monkey
     goes through A only at the end flush) changes no key the run draws nor any release's shape; an end
     flush that skipped empty rings would reveal x's ring (broken variant, caught)."""
     if broken:
-        def flush(self, tick):
-            for r in self.rings:
-                if r.block.n and r.last_release != tick:
-                    r.release_block(tick)
-            self.version += 1
-        monkeypatch.setattr(mr_mod.EpochMergeReduce, "flush", flush)
+        _flush_only_nonempty_rings(monkeypatch)
     cfg = _cfg(n_clusters=2, radius=10.0, horizon_ticks=64, semicoreset="snap", block_size=10_000)
     rng = np.random.default_rng(11)
     means = np.array([[4.0, 4.0], [-4.0, 3.0]])
