@@ -129,31 +129,24 @@ def run_tree(cfg, tag, side, phase, n_trials, K=5_000, pieces=1):
 
 
 def run_lloyd(cfg, tag, side, phase, n_trials, K=10_000):
-    res = []
-    for b in range(math.ceil(n_trials / K)):
-        noise = NoiseSource(H.seed_for("lloyd", tag, side, phase, b))
-        A = make_semicoreset(cfg, PrivacyPlan.build(cfg), noise)
-        n = math.ceil(A.count_tail(K * cfg.n_clusters)) - 1
-        x = np.zeros((K * n + K * side, 1))
-        part = np.concatenate([np.repeat(np.arange(K), n), np.arange(K) if side else np.zeros(0, np.int64)])
-        x[K * n:, 0] = 1.0
-        out = A(x, part, np.zeros((K, 1)), np.ones(K), ("A", b, "audit"))
-        big = np.zeros(K, dtype=np.int64)
-        big[out.part] = out.weights >= n + 1
-        c = np.full(K, -99.0)
-        c[out.part] = out.points[:, 0]
-        u = np.where(c > -99, np.clip(np.floor(c * n * 2), -6, 6), -9)  # the centre in ½-record steps
-        res.append(np.stack([big, u.astype(np.int64)], axis=1))
-    return np.concatenate(res)[:n_trials]
+    return _run_part_means("lloyd", lambda A, key: A.count_tail(K * cfg.n_clusters),
+                           cfg, tag, side, phase, n_trials, K)
 
 
 def run_cells(cfg, tag, side, phase, n_trials, K=5_000):
+    return _run_part_means("cells", lambda A, key: A.cell_tail(K, key), cfg, tag, side, phase, n_trials, K)
+
+
+def _run_part_means(name, tail, cfg, tag, side, phase, n_trials, K):
+    """K parts of n points at 0 (n one below A's weight tail ``tail(A, key)``), plus, on the side with the
+    record, one point at 1 in each part: per part, whether its weight passes n and its released mean in
+    ½-record steps."""
     res = []
     for b in range(math.ceil(n_trials / K)):
-        noise = NoiseSource(H.seed_for("cells", tag, side, phase, b))
+        noise = NoiseSource(H.seed_for(name, tag, side, phase, b))
         A = make_semicoreset(cfg, PrivacyPlan.build(cfg), noise)
         key = ("A", b, "audit")
-        n = math.ceil(A.cell_tail(K, key)) - 1
+        n = math.ceil(tail(A, key)) - 1
         x = np.zeros((K * n + K * side, 1))
         part = np.concatenate([np.repeat(np.arange(K), n), np.arange(K) if side else np.zeros(0, np.int64)])
         x[K * n:, 0] = 1.0
@@ -162,7 +155,7 @@ def run_cells(cfg, tag, side, phase, n_trials, K=5_000):
         big[out.part] = out.weights >= n + 1
         c = np.full(K, -99.0)
         c[out.part] = out.points[:, 0]
-        u = np.where(c > -99, np.clip(np.floor(c * n * 2), -6, 6), -9)  # the mean in ½-record steps
+        u = np.where(c > -99, np.clip(np.floor(c * n * 2), -6, 6), -9)
         res.append(np.stack([big, u.astype(np.int64)], axis=1))
     return np.concatenate(res)[:n_trials]
 

@@ -518,12 +518,23 @@ def _job_and_engine_on(X, tmp_path, seed_file, *, radius, k, tick_size, horizon,
     return got, want, job
 
 
-def _job_and_engine_with(overrides, rng_seed, tmp_path, seed_file, monkeypatch):
-    """The job's releases and the engine's on 18 ticks of blobs (horizon 40), both with the engine
-    parameters ``overrides`` (no job option sets them), and the configuration the job ran."""
+def _engine_overrides(monkeypatch, overrides):
+    """The job's engine configuration with the engine parameters ``overrides`` (no job option sets them)."""
     import pipelines.job.arguments as arguments  # where the job's configuration is made (the Job holds it)
     orig = arguments.make_config
     monkeypatch.setattr(arguments, "make_config", lambda **kw: orig(**kw).with_(**overrides))
+
+
+def _engine_run(cfg, seed_file, ticks):
+    """The engine's releases on ``ticks`` as the job writes them (JSON)."""
+    engine = Engine(cfg, load_seed(seed_file))
+    return [json.loads(json.dumps(engine.step(x).to_dict())) for x in ticks]
+
+
+def _job_and_engine_with(overrides, rng_seed, tmp_path, seed_file, monkeypatch):
+    """The job's releases and the engine's on 18 ticks of blobs (horizon 40), both with the engine
+    parameters ``overrides`` (no job option sets them), and the configuration the job ran."""
+    _engine_overrides(monkeypatch, overrides)
     X = _blobs(1800, np.random.default_rng(rng_seed))
     got, want, job = _job_and_engine_on(X, tmp_path, seed_file, radius=12, k=3, tick_size=100, horizon=40,
                                         epsilon=1)
@@ -593,8 +604,7 @@ def test_batch_job_with_the_cluster_decay_rule_releases_what_the_engine_releases
     cfg = job_mod.engine_config(job)
     assert cfg.release_decay_rule == "clusters"
     assert got == want and len(got) == T
-    age = Engine(cfg.with_(release_decay_rule="age"), load_seed(seed_file))
-    assert want != [json.loads(json.dumps(age.step(x).to_dict())) for x in ticks]
+    assert want != _engine_run(cfg.with_(release_decay_rule="age"), seed_file, ticks)
 
 
 def test_batch_job_with_the_stopped_decay_rule_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
@@ -602,9 +612,7 @@ def test_batch_job_with_the_stopped_decay_rule_releases_what_the_engine_releases
     have released points in it): on a stream in cluster order (three clusters, one after the other) the
     engine's releases differ from the "clusters" rule's, and the job, calling the same step, releases exactly
     the engine's."""
-    import pipelines.job.arguments as arguments
-    orig = arguments.make_config
-    monkeypatch.setattr(arguments, "make_config", lambda **kw: orig(**kw).with_(release_decay_rule="stopped"))
+    _engine_overrides(monkeypatch, dict(release_decay_rule="stopped"))
     rng = np.random.default_rng(6)
     T, per = 24, 200
     centers = [(-6.0, -6.0), (6.0, -6.0), (0.0, 7.0)]
@@ -614,8 +622,7 @@ def test_batch_job_with_the_stopped_decay_rule_releases_what_the_engine_releases
     cfg = job_mod.engine_config(job)
     assert cfg.release_decay_rule == "stopped"
     assert got == want and len(got) == T
-    clusters = Engine(cfg.with_(release_decay_rule="clusters"), load_seed(seed_file))
-    assert want != [json.loads(json.dumps(clusters.step(x).to_dict())) for x in ticks]
+    assert want != _engine_run(cfg.with_(release_decay_rule="clusters"), seed_file, ticks)
 
 
 @pytest.mark.parametrize("runs, extra", [(1, []), (2, []), (1, ["--semicoreset=snap"]), (2, ["--tick_timer=looping"])])
