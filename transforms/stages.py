@@ -149,17 +149,23 @@ def wire(value) -> bytes:
     EpochClose broadcast to every shard) and into every buffer the runner encodes them for. A stage that
     only keeps a message in a bag (``ShardTicks``) keeps the bytes it came as; :func:`open_msg` unpickles.
 
-    A message with large arrays (:data:`OUT_OF_BAND_BYTES` in all) is framed (:func:`frame`): the pickle
-    without the arrays' data, then the data, so that :func:`open_msg` gives arrays that are views of the
-    received bytes instead of one more copy of every point on each hop."""
+    A message with a large array (:data:`OUT_OF_BAND_BYTES` or more) is framed (:func:`frame`): the pickle
+    without the large arrays' data, then that data, so that :func:`open_msg` gives those arrays as views of
+    the received bytes instead of one more copy of every point on each hop. The pickler asks about each
+    array as it meets it, so a message is pickled once whichever way it goes."""
     bufs = []
-    head = pickle.dumps(value, protocol=5, buffer_callback=bufs.append)
-    if not bufs or sum(b.raw().nbytes for b in bufs) < OUT_OF_BAND_BYTES:
-        return pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL) if bufs else head
-    return frame(head, bufs)
+
+    def in_band(buf) -> bool:  # pickle protocol 5: a true answer keeps the buffer inside the pickle
+        if buf.raw().nbytes < OUT_OF_BAND_BYTES:
+            return True
+        bufs.append(buf)
+        return False
+
+    head = pickle.dumps(value, protocol=5, buffer_callback=in_band)
+    return frame(head, bufs) if bufs else head
 
 
-# a message whose arrays hold fewer bytes is pickled as it is (the framing's few µs buy nothing there)
+# an array of fewer bytes stays inside the pickle (framing it would buy nothing: its copy costs a few µs)
 OUT_OF_BAND_BYTES = 1 << 16
 _FRAME = b"DPW1"  # a pickle starts with b"\x80": the two kinds of message cannot be confused
 _ALIGN = 64

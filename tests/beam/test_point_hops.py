@@ -29,7 +29,7 @@ def _arrays():
 def test_a_large_message_is_framed_and_comes_back_equal_as_read_only_views():
     arrays = _arrays()
     msg = stages.wire({"ticks": [(1, 2)], "arrays": arrays})
-    assert msg[:4] == stages._FRAME  # the arrays hold more than OUT_OF_BAND_BYTES
+    assert msg[:4] == stages._FRAME  # its first array holds more than OUT_OF_BAND_BYTES
     back = stages.open_msg(msg)
     assert back["ticks"] == [(1, 2)]
     for a, b in zip(arrays, back["arrays"]):
