@@ -170,7 +170,7 @@ def _parse_array(arr: np.ndarray, dim: int, slot, ts, mid, out_points, out_dead,
     if arr.dtype.kind not in "iuf":
         return dead_all("non_numeric", f"array dtype {arr.dtype} is not integer or floating", rows)
     with np.errstate(over="ignore", invalid="ignore"):
-        f = np.array(rows, dtype=np.float64, copy=True)  # own copy: callers may reuse their buffer
+        f = np.array(rows, dtype=np.float64, copy=True, order="C")  # own copy: callers may reuse their buffer
     ok = np.isfinite(f).all(axis=1)
     if batch is not None:  # vectorised: one ParsedBatch of the valid rows, dead letters for the rest
         idx = np.flatnonzero(ok)

@@ -178,6 +178,15 @@ def test_numpy_batch_rows_get_slot_plus_row_and_bad_rows_keep_theirs():
     assert [r.slot for r in records_from_lines(["a", "b"], start_slot=5)] == [5, 6]
 
 
+def test_a_batch_of_a_fortran_or_strided_array_is_c_contiguous():
+    # later stages hash rows by their bytes and frame arrays as buffers: both need row-major rows
+    for arr in (np.asfortranarray(np.arange(12.0).reshape(4, DIM)), np.arange(24.0).reshape(4, 6)[:, ::2]):
+        pts, dead = parse_record(Record(arr, slot=0), DIM, "numpy", True)
+        assert dead == [] and len(pts) == 1
+        assert pts[0].points.flags.c_contiguous
+        np.testing.assert_array_equal(pts[0].points, arr)
+
+
 def test_dead_letter_raw_is_truncated_to_10kb_and_binary_is_a_repr():
     for raw in ["x" * 50_000, "é" * 50_000, b"\x80" * 50_000]:
         (d,) = parse_record(Record(raw, slot=0), DIM)[1]
