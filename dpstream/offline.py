@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .rings import nearest_center
+from .rings import first_distinct_rows, nearest_center
 from .params import objective_exponent
 
 
@@ -164,9 +164,8 @@ def _distinct(C: np.ndarray, P: np.ndarray, w: np.ndarray, z: int) -> np.ndarray
     """Replace repeated centers by the coreset points that cost most under the others (farthest
     first): k distinct centers whenever the coreset has ≥ k distinct points."""
     C = np.array(C, dtype=float)
-    _, first = np.unique(np.round(C, 12), axis=0, return_index=True)
-    dup = np.setdiff1d(np.arange(C.shape[0]), first)
-    keep = np.sort(first)
+    keep = first_distinct_rows(np.round(C, 12))
+    dup = np.setdiff1d(np.arange(C.shape[0]), keep)
     for j in dup:  # at most k iterations
         _, dist = nearest_center(P, C[keep])
         gain = w * dist ** z
@@ -194,9 +193,9 @@ def cluster_coreset(points, weights, k: int, objective: str, rng: np.random.Gene
     if P.shape[0] == 0:
         return _pad(np.zeros((0, fallback.size)), k, fallback)
     mean = (w[:, None] * P).sum(axis=0) / w.sum()
-    _, first = np.unique(np.round(P, 12), axis=0, return_index=True)
+    first = first_distinct_rows(np.round(P, 12))
     if first.size <= k:  # the distinct points themselves, in input order
-        return _pad(P[np.sort(first)], k, mean)
+        return _pad(P[first], k, mean)
     n_init = max(3, int(n_init))
     warm = init is not None and np.shape(init) == (k, P.shape[1])
     if objective == "kmedian":

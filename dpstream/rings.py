@@ -54,9 +54,9 @@ def partition_nearest(x: np.ndarray, centers: np.ndarray):
     dist = np.empty(n, dtype=float)
     if n == 0:
         return idx, dist
-    uniq, first = np.unique(np.asarray(centers, dtype=float), axis=0, return_index=True)
-    keep = np.argsort(first)  # the copies' first indexes in order: the first exact minimum is the lowest index
-    uniq, first = uniq[keep], first[keep]
+    centers = np.asarray(centers, dtype=float)
+    first = first_distinct_rows(centers)  # in order: the first exact minimum is the lowest index
+    uniq = centers[first]
     k = uniq.shape[0]
     c2 = np.einsum("ij,ij->i", uniq, uniq)
     step = max(1, _CHUNK // max(1, k))
@@ -73,6 +73,21 @@ def partition_nearest(x: np.ndarray, centers: np.ndarray):
             np.subtract(xb[a:a + m], diff, out=diff)
             dist[s + a:s + a + m] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
     return idx, dist
+
+
+def first_distinct_rows(a: np.ndarray) -> np.ndarray:
+    """Ascending indexes of the first row of each distinct value of the rows of ``a`` (finite floats; rows
+    equal as numbers are one value, 0.0 and -0.0 alike): ``np.sort(np.unique(a, axis=0, return_index=True)[1])``.
+    Rows are compared as raw bytes of one void item each, not as ``unique(axis=0)``'s structured dtype of d
+    fields, whose per-field setup dominated a tick's partition at d = 784 (2.4 ms against 0.05 ms for 30
+    centers)."""
+    a = np.ascontiguousarray(a, dtype=float)
+    if a.shape[0] <= 1:
+        return np.arange(a.shape[0])
+    b = a + 0.0  # -0.0 + 0.0 = +0.0: rows equal as numbers have equal bytes
+    rows = b.view(np.dtype((np.void, b.dtype.itemsize * b.shape[1]))).ravel()
+    _, first = np.unique(rows, return_index=True)  # the first occurrence (a stable sort)
+    return np.sort(first)
 
 
 def _exact_candidates(xb: np.ndarray, uniq: np.ndarray, c2: np.ndarray) -> np.ndarray:
