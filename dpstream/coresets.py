@@ -46,10 +46,11 @@ def greedy_kmeanspp(points: np.ndarray, weights: np.ndarray, k: int, rng: np.ran
     w = np.maximum(weights, 0.0)
     trials = n_trials or 2 + int(np.log(max(k, 1)))
     p2 = np.einsum("ij,ij->i", points, points)
+    two_p = 2.0 * points  # 2·x once, not per candidate: the same products enter the same matrix products
     C = np.empty((k, d))
     first = rng.choice(n, p=w / w.sum())
     C[0] = points[first]
-    d2 = np.maximum(p2 - 2.0 * points @ points[first] + p2[first], 0.0)
+    d2 = np.maximum(p2 - two_p @ points[first] + p2[first], 0.0)
     for j in range(1, k):
         pot = w * d2
         tot = pot.sum()
@@ -58,8 +59,12 @@ def greedy_kmeanspp(points: np.ndarray, weights: np.ndarray, k: int, rng: np.ran
             break
         cand = np.searchsorted(np.cumsum(pot), rng.uniform(size=trials) * tot)
         cand = np.minimum(cand, n - 1)
-        dc = np.maximum(p2[None, :] - 2.0 * points[cand] @ points.T + p2[cand][:, None], 0.0)
-        new = np.minimum(d2[None, :], dc)
+        # max(|x|² − 2x·c + |c|², 0) in place, in that order
+        dc = two_p[cand] @ points.T
+        np.subtract(p2[None, :], dc, out=dc)
+        dc += p2[cand][:, None]
+        np.maximum(dc, 0.0, out=dc)
+        new = np.minimum(d2[None, :], dc, out=dc)
         best = int(np.argmin(new @ w))
         C[j] = points[cand[best]]
         d2 = new[best]

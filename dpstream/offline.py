@@ -57,18 +57,25 @@ def _lloyd(points, weights, C, iters: int, tol: float):
     """Weighted Lloyd iterations from centers C; an emptied cluster is re-seeded at the point of
     largest cost. Returns (centers, cost)."""
     k = C.shape[0]
+    n = points.shape[0]
     p2 = (points ** 2).sum(axis=1)
+    two_p = 2.0 * points  # once, not per iteration: the same matrix product
+    rows = np.arange(n)
     prev = np.inf
     for _ in range(iters):
-        d2 = np.maximum(p2[:, None] - 2.0 * points @ C.T + (C ** 2).sum(axis=1)[None, :], 0.0)
+        # max(|x|² − 2x·c + |c|², 0) in place, in that order
+        d2 = two_p @ C.T
+        np.subtract(p2[:, None], d2, out=d2)
+        d2 += (C ** 2).sum(axis=1)[None, :]
+        np.maximum(d2, 0.0, out=d2)
         lab = d2.argmin(axis=1)
-        dmin = d2[np.arange(lab.size), lab]
+        dmin = d2[rows, lab]
         cur = float(weights @ dmin)
         if prev - cur <= tol * max(cur, 1e-300):
             break
         prev = cur
-        onehot = np.zeros((lab.size, k))
-        onehot[np.arange(lab.size), lab] = weights
+        onehot = np.zeros((n, k))
+        onehot[rows, lab] = weights
         W = onehot.sum(axis=0)
         S = onehot.T @ points
         empty = W <= 0
@@ -165,7 +172,9 @@ def _distinct(C: np.ndarray, P: np.ndarray, w: np.ndarray, z: int) -> np.ndarray
     first): k distinct centers whenever the coreset has ≥ k distinct points."""
     C = np.array(C, dtype=float)
     keep = first_distinct_rows(np.round(C, 12))
-    dup = np.setdiff1d(np.arange(C.shape[0]), keep)
+    repeated = np.ones(C.shape[0], dtype=bool)
+    repeated[keep] = False
+    dup = np.flatnonzero(repeated)  # ascending, as setdiff1d gave them
     for j in dup:  # at most k iterations
         _, dist = nearest_center(P, C[keep])
         gain = w * dist ** z
@@ -207,5 +216,7 @@ def cluster_coreset(points, weights, k: int, objective: str, rng: np.random.Gene
         if warm:
             cands.append(weighted_kmeans(P, w, k, rng, n_init=1, init=np.asarray(init, dtype=float)))
     cands = [_distinct(_pad(C, k, mean), P, w, z) for C in cands]
+    if len(cands) == 1:  # no warm start: nothing to compare
+        return cands[0]
     costs = [cost(P, C, w, z) for C in cands]
     return cands[int(np.argmin(costs))]
