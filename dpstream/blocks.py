@@ -28,7 +28,8 @@ import numpy as np
 
 def normalise(x: np.ndarray, part: np.ndarray, centers: np.ndarray, radii: np.ndarray) -> np.ndarray:
     """y = (x − c_p)/r_p, clipped to the unit ball (float rounding at dist ≈ r_p: P10)."""
-    y = x - centers[part]
+    y = np.take(centers, part, axis=0)
+    np.subtract(x, y, out=y)  # x − c_p into the gathered centers: one n×d array, not two
     r = radii[part]
     if r.size and (r == r[0]).all():  # one ring: one radius
         y *= 1.0 / r[0]

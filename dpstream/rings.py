@@ -171,9 +171,16 @@ def clip_to_ball(x: np.ndarray, center: np.ndarray, radius: float):
         sq[odd] = 0.0
     over = sq > radius * radius
     n_far = int(odd.sum())
-    if over.any():
+    n_over = int(np.count_nonzero(over))
+    if n_over:
         n_far += int(np.count_nonzero(sq[over] > (radius * (1 + CLIP_COUNT_TOLERANCE)) ** 2))
-        y[over] *= (radius / np.sqrt(sq[over]) * (1 - 1e-12))[:, None]
+        if 8 * n_over < len(sq):
+            y[over] *= (radius / np.sqrt(sq[over]) * (1 - 1e-12))[:, None]
+        else:  # most rows (unit vectors on a unit ball: about half by rounding): scale every row in place,
+            # the others by exactly 1.0, rather than gather and scatter half of the tick
+            with np.errstate(divide="ignore"):
+                scale = np.where(over, radius / np.sqrt(sq) * (1 - 1e-12), 1.0)
+            y *= scale[:, None]
     if not zero:
         y += center
     return y, n_far
