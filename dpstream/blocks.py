@@ -185,10 +185,16 @@ class LeafSketch:
                 self.counts[pos[hit]] += c[hit]
                 self.sums[pos[hit]] += q[hit]
             new = ~hit
-            if new.any():
-                self.keys = np.insert(self.keys, pos[new], k[new])
-                self.counts = np.insert(self.counts, pos[new], c[new])
-                self.sums = np.insert(self.sums, pos[new], q[new], axis=0)
+            n_new = int(np.count_nonzero(new))
+            if n_new:
+                # np.insert's placement, computed once for the three arrays: the i-th new key (sorted)
+                # lands at its search position + i
+                at = pos[new] + np.arange(n_new)
+                old = np.ones(self.keys.size + n_new, dtype=bool)
+                old[at] = False
+                self.keys = _placed(self.keys, k[new], at, old)
+                self.counts = _placed(self.counts, c[new], at, old)
+                self.sums = _placed(self.sums, q[new], at, old)
         self._pending, self._n_pending = [], 0
         return self.keys, self.counts, self.sums
 
@@ -254,6 +260,14 @@ class LeafSketch:
         """Entries (key, count, sums) plus the block's directions and part radii."""
         width = 2 + (self.dim if self.with_sums else 0)
         return (self.keys.size + self._n_pending) * width + self.V.size + self.radii.size
+
+
+def _placed(table: np.ndarray, rows: np.ndarray, at: np.ndarray, old: np.ndarray) -> np.ndarray:
+    """``table`` with ``rows`` inserted so that they sit at ``at`` (``old`` marks the table's rows)."""
+    out = np.empty((old.size,) + table.shape[1:], dtype=table.dtype)
+    out[at] = rows
+    out[old] = table
+    return out
 
 
 _SORT_AGGREGATE_MAX = 2048  # up to this many entries the sort path is faster; above, the sparse product (measured)

@@ -38,15 +38,18 @@ def kmeanspp(points: np.ndarray, weights: np.ndarray, k: int, rng: np.random.Gen
 
 
 def greedy_kmeanspp(points: np.ndarray, weights: np.ndarray, k: int, rng: np.random.Generator,
-                    n_trials: int = None) -> np.ndarray:
+                    n_trials: int = None, p2: np.ndarray = None, two_p: np.ndarray = None) -> np.ndarray:
     """Greedy weighted k-means++ seeding (Arthur–Vassilvitskii; the variant scikit-learn uses):
     each new center is the best of ``2 + ⌊ln k⌋`` D²-sampled candidates. Returns (k, d) centers
-    (points may repeat if fewer than k have positive weight)."""
+    (points may repeat if fewer than k have positive weight). ``p2``, ``two_p``: the caller's
+    ``einsum("ij,ij->i", points, points)`` and ``2.0 * points``, when it seeds the same points again."""
     n, d = points.shape
     w = np.maximum(weights, 0.0)
     trials = n_trials or 2 + int(np.log(max(k, 1)))
-    p2 = np.einsum("ij,ij->i", points, points)
-    two_p = 2.0 * points  # 2·x once, not per candidate: the same products enter the same matrix products
+    if p2 is None:
+        p2 = np.einsum("ij,ij->i", points, points)
+    if two_p is None:
+        two_p = 2.0 * points  # 2·x once, not per candidate: the same products enter the same matrix products
     C = np.empty((k, d))
     first = rng.choice(n, p=w / w.sum())
     C[0] = points[first]

@@ -53,13 +53,13 @@ def weiszfeld(points, weights, start, iters: int = 100, tol: float = 1e-10):
     return y
 
 
-def _lloyd(points, weights, C, iters: int, tol: float):
+def _lloyd(points, weights, C, iters: int, tol: float, pre=None):
     """Weighted Lloyd iterations from centers C; an emptied cluster is re-seeded at the point of
-    largest cost. Returns (centers, cost)."""
+    largest cost. Returns (centers, cost). ``pre``: :func:`_prepared` of these points (computed once for
+    several runs)."""
     k = C.shape[0]
     n = points.shape[0]
-    p2 = (points ** 2).sum(axis=1)
-    two_p = 2.0 * points  # once, not per iteration: the same matrix product
+    p2, two_p, x2 = pre if pre is not None else _prepared(points)
     rows = np.arange(n)
     prev = np.inf
     for _ in range(iters):
@@ -83,7 +83,15 @@ def _lloyd(points, weights, C, iters: int, tol: float):
         if empty.any():
             far = np.argsort(-(weights * dmin))[:int(empty.sum())]
             C[np.flatnonzero(empty)[:far.size]] = points[far]
-    return C, cost(points, C, weights, z=2)
+    _, dist = nearest_center(points, C, x2)  # cost(points, C, weights, z=2), Σx² computed once
+    v = dist ** 2
+    return C, float((np.asarray(weights) * v).sum())
+
+
+def _prepared(points):
+    """What every Lloyd run and seeding of the same points recomputes: Σx² as Lloyd sums it, 2·x, and
+    Σx² as the distance functions' einsum sums it (the two sums may differ in the last bit)."""
+    return (points ** 2).sum(axis=1), 2.0 * points, np.einsum("ij,ij->i", points, points)
 
 
 def weighted_kmeans(points, weights, k, rng, iters: int = 100, n_init: int = 3, init=None, tol: float = 1e-7):
@@ -97,13 +105,14 @@ def weighted_kmeans(points, weights, k, rng, iters: int = 100, n_init: int = 3, 
     from .coresets import greedy_kmeanspp
 
     points = np.ascontiguousarray(points, dtype=float)
+    pre = _prepared(points)
     best, best_cost = None, np.inf
     for _ in range(max(1, n_init)):
         if init is not None:
             C0 = np.array(init, dtype=float)
         else:
-            C0 = greedy_kmeanspp(points, weights, k, rng)
-        C, c = _lloyd(points, weights, C0, iters, tol)
+            C0 = greedy_kmeanspp(points, weights, k, rng, p2=pre[2], two_p=pre[1])
+        C, c = _lloyd(points, weights, C0, iters, tol, pre)
         if c < best_cost:
             best, best_cost = C, c
     return best
@@ -185,6 +194,17 @@ def _distinct(C: np.ndarray, P: np.ndarray, w: np.ndarray, z: int) -> np.ndarray
     return C
 
 
+def _more_distinct_rows_than(a: np.ndarray, k: int) -> bool:
+    """True only if ``a`` (finite floats) has more than k distinct rows; False: it may have k or fewer.
+    Equal rows have equal exact integer hashes of their bytes (wrapping uint64 arithmetic, -0.0 read as
+    0.0), so more than k distinct hashes prove more than k distinct rows, without sorting the rows."""
+    if a.shape[0] <= k:
+        return False
+    bits = np.ascontiguousarray(a + 0.0).view(np.uint64)
+    mult = (np.arange(1, bits.shape[1] + 1, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)) | np.uint64(1)
+    return np.unique((bits * mult[None, :]).sum(axis=1, dtype=np.uint64)).size > k
+
+
 def cluster_coreset(points, weights, k: int, objective: str, rng: np.random.Generator, fallback: np.ndarray,
                     n_init: int = 3, init=None) -> np.ndarray:
     """k centers for a weighted coreset (post-processing of a release).
@@ -202,9 +222,11 @@ def cluster_coreset(points, weights, k: int, objective: str, rng: np.random.Gene
     if P.shape[0] == 0:
         return _pad(np.zeros((0, fallback.size)), k, fallback)
     mean = (w[:, None] * P).sum(axis=0) / w.sum()
-    first = first_distinct_rows(np.round(P, 12))
-    if first.size <= k:  # the distinct points themselves, in input order
-        return _pad(P[first], k, mean)
+    rounded = np.round(P, 12)
+    if not _more_distinct_rows_than(rounded, k):
+        first = first_distinct_rows(rounded)
+        if first.size <= k:  # the distinct points themselves, in input order
+            return _pad(P[first], k, mean)
     n_init = max(3, int(n_init))
     warm = init is not None and np.shape(init) == (k, P.shape[1])
     if objective == "kmedian":
