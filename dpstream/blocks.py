@@ -271,6 +271,7 @@ def _placed(table: np.ndarray, rows: np.ndarray, at: np.ndarray, old: np.ndarray
 
 
 _SORT_AGGREGATE_MAX = 2048  # up to this many entries the sort path is faster; above, the sparse product (measured)
+_WIDE_ROWS = 64  # from this many coordinates the sorted entries are summed by a sparse product (no gather)
 
 
 def _aggregate(key: np.ndarray, count: np.ndarray, q: np.ndarray):
@@ -295,4 +296,13 @@ def _aggregate(key: np.ndarray, count: np.ndarray, q: np.ndarray):
     counts = np.add.reduceat(np.asarray(count, dtype=np.int64)[order], starts)
     if not q.shape[1]:
         return ks[starts], counts, np.zeros((starts.size, 0), np.int64)
-    return ks[starts], counts, np.add.reduceat(np.asarray(q, dtype=np.int64)[order], starts, axis=0)
+    q = np.asarray(q, dtype=np.int64)
+    if q.shape[1] < _WIDE_ROWS:
+        return ks[starts], counts, np.add.reduceat(q[order], starts, axis=0)
+    # wide rows: the (distinct keys × rows) 0/1 matrix in CSR form straight from the sort (row i holds the
+    # positions order[starts[i]:starts[i+1]]) sums q where it lies, instead of gathering it in key order
+    from scipy import sparse  # here, not at import: scipy.sparse alone doubles `import dpstream`
+
+    M = sparse.csr_matrix((np.ones(key.size, dtype=np.int64), order, np.append(starts, key.size)),
+                          shape=(starts.size, key.size))
+    return ks[starts], counts, np.asarray(M @ q, dtype=np.int64)
