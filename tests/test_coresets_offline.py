@@ -260,3 +260,20 @@ def test_cost_matches_brute_force():
     assert cost(P, C, w, 2) == pytest.approx((w * dist**2).sum(), rel=1e-9)
     assert cost(P, C, w, 1) == pytest.approx((w * dist).sum(), rel=1e-9)
     assert cost(P, C) == pytest.approx((dist**2).sum(), rel=1e-9)
+
+
+def test_the_distinct_row_count_bound_never_overstates():
+    """cluster_coreset skips finding its distinct points when a row hash shows more than k of them: the
+    hash may only understate (equal rows, 0.0 and -0.0 alike, hash equally), never claim more than k
+    distinct rows where there are k or fewer."""
+    from dpstream.offline import _more_distinct_rows_than
+
+    rng = np.random.default_rng(5)
+    for n, d, distinct in [(50, 1, 3), (200, 10, 10), (200, 10, 11), (30, 64, 30)]:
+        base = rng.normal(size=(distinct, d))
+        base[0, 0] = 0.0
+        a = base[rng.integers(0, distinct, n)]
+        a[::3, 0] = np.where(a[::3, 0] == 0.0, -0.0, a[::3, 0])
+        true = np.unique(a, axis=0).shape[0]
+        for k in range(0, true + 3):
+            assert _more_distinct_rows_than(a, k) == (true > k)  # exact here: no hash collision
