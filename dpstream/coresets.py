@@ -17,6 +17,13 @@ import numpy as np
 from .rings import nearest_center
 
 
+def _sq_dists(points: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """((points − c) ** 2).sum(axis=1), squared in place (x ** 2 is x · x)."""
+    diff = points - c
+    np.multiply(diff, diff, out=diff)
+    return diff.sum(axis=1)
+
+
 def kmeanspp(points: np.ndarray, weights: np.ndarray, k: int, rng: np.random.Generator, z: int = 2):
     """Weighted D^z seeding; returns center indices (≤ k, fewer if fewer distinct points)."""
     n = points.shape[0]
@@ -25,7 +32,7 @@ def kmeanspp(points: np.ndarray, weights: np.ndarray, k: int, rng: np.random.Gen
         return np.zeros(0, dtype=np.int64)
     first = rng.choice(n, p=w / w.sum())
     chosen = [first]
-    d2 = ((points - points[first]) ** 2).sum(axis=1)
+    d2 = _sq_dists(points, points[first])
     for _ in range(1, min(k, n)):
         pot = w * (d2 if z == 2 else np.sqrt(d2))
         tot = pot.sum()
@@ -33,7 +40,7 @@ def kmeanspp(points: np.ndarray, weights: np.ndarray, k: int, rng: np.random.Gen
             break
         c = rng.choice(n, p=pot / tot)
         chosen.append(c)
-        d2 = np.minimum(d2, ((points - points[c]) ** 2).sum(axis=1))
+        d2 = np.minimum(d2, _sq_dists(points, points[c]))
     return np.asarray(chosen, dtype=np.int64)
 
 
