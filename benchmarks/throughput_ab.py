@@ -45,8 +45,9 @@ print(json.dumps(dict(cpu=out["cpu_time"], wall=out["fit_time"], n=ds.n, d=ds.d,
 
 def measure(code_root: str, name: str, python: str) -> dict:
     env = dict(os.environ, PYTHONPATH=code_root, PYTHONWARNINGS="ignore")
-    res = subprocess.run([python, "-c", CHILD.format(bench=HERE, name=name)], env=env, capture_output=True,
-                         text=True, check=True)
+    # cwd: ``python -c`` puts the working directory first on sys.path, ahead of PYTHONPATH
+    res = subprocess.run([python, "-c", CHILD.format(bench=HERE, name=name)], env=env, cwd=code_root,
+                         capture_output=True, text=True, check=True)
     rec = json.loads(res.stdout.strip().splitlines()[-1])
     if not rec["dpstream"].startswith(os.path.abspath(code_root)):
         raise RuntimeError(f"{code_root}: imported dpstream from {rec['dpstream']}")
