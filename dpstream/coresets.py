@@ -98,6 +98,8 @@ def sensitivity_sample(points: np.ndarray, weights: np.ndarray, m: int, k: int, 
     s = w * ((dz / cost if cost > 0 else 0.0) + 1.0 / W[a])
     p = s / s.sum()
     draws = rng.choice(n, size=m, p=p)
-    idx, cnt = np.unique(draws, return_counts=True)
+    cnt = np.bincount(draws, minlength=n)  # draws are indexes below n: counted, not sorted
+    idx = np.flatnonzero(cnt)
+    cnt = cnt[idx]
     new_w = cnt * w[idx] / (m * p[idx])
     return points[idx], new_w
