@@ -28,7 +28,8 @@ import numpy as np
 
 def normalise(x: np.ndarray, part: np.ndarray, centers: np.ndarray, radii: np.ndarray) -> np.ndarray:
     """y = (x − c_p)/r_p, clipped to the unit ball (float rounding at dist ≈ r_p: P10)."""
-    y = x - centers[part]
+    y = np.take(centers, part, axis=0)
+    np.subtract(x, y, out=y)  # x − c_p into the gathered centers: one n×d array, not two
     r = radii[part]
     if r.size and (r == r[0]).all():  # one ring: one radius
         y *= 1.0 / r[0]
@@ -184,10 +185,16 @@ class LeafSketch:
                 self.counts[pos[hit]] += c[hit]
                 self.sums[pos[hit]] += q[hit]
             new = ~hit
-            if new.any():
-                self.keys = np.insert(self.keys, pos[new], k[new])
-                self.counts = np.insert(self.counts, pos[new], c[new])
-                self.sums = np.insert(self.sums, pos[new], q[new], axis=0)
+            n_new = int(np.count_nonzero(new))
+            if n_new:
+                # np.insert's placement, computed once for the three arrays: the i-th new key (sorted)
+                # lands at its search position + i
+                at = pos[new] + np.arange(n_new)
+                old = np.ones(self.keys.size + n_new, dtype=bool)
+                old[at] = False
+                self.keys = _placed(self.keys, k[new], at, old)
+                self.counts = _placed(self.counts, c[new], at, old)
+                self.sums = _placed(self.sums, q[new], at, old)
         self._pending, self._n_pending = [], 0
         return self.keys, self.counts, self.sums
 
@@ -255,7 +262,16 @@ class LeafSketch:
         return (self.keys.size + self._n_pending) * width + self.V.size + self.radii.size
 
 
+def _placed(table: np.ndarray, rows: np.ndarray, at: np.ndarray, old: np.ndarray) -> np.ndarray:
+    """``table`` with ``rows`` inserted so that they sit at ``at`` (``old`` marks the table's rows)."""
+    out = np.empty((old.size,) + table.shape[1:], dtype=table.dtype)
+    out[at] = rows
+    out[old] = table
+    return out
+
+
 _SORT_AGGREGATE_MAX = 2048  # up to this many entries the sort path is faster; above, the sparse product (measured)
+_WIDE_ROWS = 64  # from this many coordinates the sorted entries are summed by a sparse product (no gather)
 
 
 def _aggregate(key: np.ndarray, count: np.ndarray, q: np.ndarray):
@@ -280,4 +296,13 @@ def _aggregate(key: np.ndarray, count: np.ndarray, q: np.ndarray):
     counts = np.add.reduceat(np.asarray(count, dtype=np.int64)[order], starts)
     if not q.shape[1]:
         return ks[starts], counts, np.zeros((starts.size, 0), np.int64)
-    return ks[starts], counts, np.add.reduceat(np.asarray(q, dtype=np.int64)[order], starts, axis=0)
+    q = np.asarray(q, dtype=np.int64)
+    if q.shape[1] < _WIDE_ROWS:
+        return ks[starts], counts, np.add.reduceat(q[order], starts, axis=0)
+    # wide rows: the (distinct keys × rows) 0/1 matrix in CSR form straight from the sort (row i holds the
+    # positions order[starts[i]:starts[i+1]]) sums q where it lies, instead of gathering it in key order
+    from scipy import sparse  # here, not at import: scipy.sparse alone doubles `import dpstream`
+
+    M = sparse.csr_matrix((np.ones(key.size, dtype=np.int64), order, np.append(starts, key.size)),
+                          shape=(starts.size, key.size))
+    return ks[starts], counts, np.asarray(M @ q, dtype=np.int64)

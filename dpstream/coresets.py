@@ -17,6 +17,13 @@ import numpy as np
 from .rings import nearest_center
 
 
+def _sq_dists(points: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """((points − c) ** 2).sum(axis=1), squared in place (x ** 2 is x · x)."""
+    diff = points - c
+    np.multiply(diff, diff, out=diff)
+    return diff.sum(axis=1)
+
+
 def kmeanspp(points: np.ndarray, weights: np.ndarray, k: int, rng: np.random.Generator, z: int = 2):
     """Weighted D^z seeding; returns center indices (≤ k, fewer if fewer distinct points)."""
     n = points.shape[0]
@@ -25,7 +32,7 @@ def kmeanspp(points: np.ndarray, weights: np.ndarray, k: int, rng: np.random.Gen
         return np.zeros(0, dtype=np.int64)
     first = rng.choice(n, p=w / w.sum())
     chosen = [first]
-    d2 = ((points - points[first]) ** 2).sum(axis=1)
+    d2 = _sq_dists(points, points[first])
     for _ in range(1, min(k, n)):
         pot = w * (d2 if z == 2 else np.sqrt(d2))
         tot = pot.sum()
@@ -33,23 +40,27 @@ def kmeanspp(points: np.ndarray, weights: np.ndarray, k: int, rng: np.random.Gen
             break
         c = rng.choice(n, p=pot / tot)
         chosen.append(c)
-        d2 = np.minimum(d2, ((points - points[c]) ** 2).sum(axis=1))
+        d2 = np.minimum(d2, _sq_dists(points, points[c]))
     return np.asarray(chosen, dtype=np.int64)
 
 
 def greedy_kmeanspp(points: np.ndarray, weights: np.ndarray, k: int, rng: np.random.Generator,
-                    n_trials: int = None) -> np.ndarray:
+                    n_trials: int = None, p2: np.ndarray = None, two_p: np.ndarray = None) -> np.ndarray:
     """Greedy weighted k-means++ seeding (Arthur–Vassilvitskii; the variant scikit-learn uses):
     each new center is the best of ``2 + ⌊ln k⌋`` D²-sampled candidates. Returns (k, d) centers
-    (points may repeat if fewer than k have positive weight)."""
+    (points may repeat if fewer than k have positive weight). ``p2``, ``two_p``: the caller's
+    ``einsum("ij,ij->i", points, points)`` and ``2.0 * points``, when it seeds the same points again."""
     n, d = points.shape
     w = np.maximum(weights, 0.0)
     trials = n_trials or 2 + int(np.log(max(k, 1)))
-    p2 = np.einsum("ij,ij->i", points, points)
+    if p2 is None:
+        p2 = np.einsum("ij,ij->i", points, points)
+    if two_p is None:
+        two_p = 2.0 * points  # 2·x once, not per candidate: the same products enter the same matrix products
     C = np.empty((k, d))
     first = rng.choice(n, p=w / w.sum())
     C[0] = points[first]
-    d2 = np.maximum(p2 - 2.0 * points @ points[first] + p2[first], 0.0)
+    d2 = np.maximum(p2 - two_p @ points[first] + p2[first], 0.0)
     for j in range(1, k):
         pot = w * d2
         tot = pot.sum()
@@ -58,8 +69,12 @@ def greedy_kmeanspp(points: np.ndarray, weights: np.ndarray, k: int, rng: np.ran
             break
         cand = np.searchsorted(np.cumsum(pot), rng.uniform(size=trials) * tot)
         cand = np.minimum(cand, n - 1)
-        dc = np.maximum(p2[None, :] - 2.0 * points[cand] @ points.T + p2[cand][:, None], 0.0)
-        new = np.minimum(d2[None, :], dc)
+        # max(|x|² − 2x·c + |c|², 0) in place, in that order
+        dc = two_p[cand] @ points.T
+        np.subtract(p2[None, :], dc, out=dc)
+        dc += p2[cand][:, None]
+        np.maximum(dc, 0.0, out=dc)
+        new = np.minimum(d2[None, :], dc, out=dc)
         best = int(np.argmin(new @ w))
         C[j] = points[cand[best]]
         d2 = new[best]
@@ -83,6 +98,8 @@ def sensitivity_sample(points: np.ndarray, weights: np.ndarray, m: int, k: int, 
     s = w * ((dz / cost if cost > 0 else 0.0) + 1.0 / W[a])
     p = s / s.sum()
     draws = rng.choice(n, size=m, p=p)
-    idx, cnt = np.unique(draws, return_counts=True)
+    cnt = np.bincount(draws, minlength=n)  # draws are indexes below n: counted, not sorted
+    idx = np.flatnonzero(cnt)
+    cnt = cnt[idx]
     new_w = cnt * w[idx] / (m * p[idx])
     return points[idx], new_w

@@ -60,7 +60,8 @@ class BinaryMechanism:
     def node_noise(self, level: int, t: int) -> np.ndarray:
         parts = []
         for subkey, a, b in self.segments:
-            g = self.noise.generator(self.key + subkey + ("node", level, t >> level), b - a)
+            # drawn at once and dropped: the source's reset per-thread generator, the same draws as a new one
+            g = self.noise._drawing(self.key + subkey + ("node", level, t >> level), b - a)
             scale = self.scale[a:b]
             if self.mechanism == "gaussian":
                 parts.append(np.rint(g.normal(0.0, 1.0, b - a) * scale).astype(np.int64))

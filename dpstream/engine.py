@@ -136,7 +136,10 @@ class Engine:
         x = np.asarray(points, dtype=float)
         if x.size == 0:
             x = x.reshape(0, cfg.dim)
-        if x.ndim != 2 or x.shape[1] != cfg.dim or not np.all(np.isfinite(x)):
+        # one reduction, not an n×d mask: NaN and ±inf reach the sum; a sum that overflowed takes the mask
+        with np.errstate(over="ignore", invalid="ignore"):
+            finite = x.ndim == 2 and (np.isfinite(x.sum()) or np.all(np.isfinite(x)))
+        if x.ndim != 2 or x.shape[1] != cfg.dim or not finite:
             raise ValueError(f"a tick must be a finite array of shape (n, {cfg.dim}), got shape {x.shape}")
         x, nclip = clip_to_ball(x, self.center, cfg.radius)
         self.n_clipped += nclip

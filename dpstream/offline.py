@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .rings import nearest_center
+from .rings import first_distinct_rows, nearest_center
 from .params import objective_exponent
 
 
@@ -53,22 +53,29 @@ def weiszfeld(points, weights, start, iters: int = 100, tol: float = 1e-10):
     return y
 
 
-def _lloyd(points, weights, C, iters: int, tol: float):
+def _lloyd(points, weights, C, iters: int, tol: float, pre=None):
     """Weighted Lloyd iterations from centers C; an emptied cluster is re-seeded at the point of
-    largest cost. Returns (centers, cost)."""
+    largest cost. Returns (centers, cost). ``pre``: :func:`_prepared` of these points (computed once for
+    several runs)."""
     k = C.shape[0]
-    p2 = (points ** 2).sum(axis=1)
+    n = points.shape[0]
+    p2, two_p, x2 = pre if pre is not None else _prepared(points)
+    rows = np.arange(n)
     prev = np.inf
     for _ in range(iters):
-        d2 = np.maximum(p2[:, None] - 2.0 * points @ C.T + (C ** 2).sum(axis=1)[None, :], 0.0)
+        # max(|x|² − 2x·c + |c|², 0) in place, in that order
+        d2 = two_p @ C.T
+        np.subtract(p2[:, None], d2, out=d2)
+        d2 += (C ** 2).sum(axis=1)[None, :]
+        np.maximum(d2, 0.0, out=d2)
         lab = d2.argmin(axis=1)
-        dmin = d2[np.arange(lab.size), lab]
+        dmin = d2[rows, lab]
         cur = float(weights @ dmin)
         if prev - cur <= tol * max(cur, 1e-300):
             break
         prev = cur
-        onehot = np.zeros((lab.size, k))
-        onehot[np.arange(lab.size), lab] = weights
+        onehot = np.zeros((n, k))
+        onehot[rows, lab] = weights
         W = onehot.sum(axis=0)
         S = onehot.T @ points
         empty = W <= 0
@@ -76,7 +83,15 @@ def _lloyd(points, weights, C, iters: int, tol: float):
         if empty.any():
             far = np.argsort(-(weights * dmin))[:int(empty.sum())]
             C[np.flatnonzero(empty)[:far.size]] = points[far]
-    return C, cost(points, C, weights, z=2)
+    _, dist = nearest_center(points, C, x2)  # cost(points, C, weights, z=2), Σx² computed once
+    v = dist ** 2
+    return C, float((np.asarray(weights) * v).sum())
+
+
+def _prepared(points):
+    """What every Lloyd run and seeding of the same points recomputes: Σx² as Lloyd sums it, 2·x, and
+    Σx² as the distance functions' einsum sums it (the two sums may differ in the last bit)."""
+    return (points ** 2).sum(axis=1), 2.0 * points, np.einsum("ij,ij->i", points, points)
 
 
 def weighted_kmeans(points, weights, k, rng, iters: int = 100, n_init: int = 3, init=None, tol: float = 1e-7):
@@ -90,13 +105,14 @@ def weighted_kmeans(points, weights, k, rng, iters: int = 100, n_init: int = 3, 
     from .coresets import greedy_kmeanspp
 
     points = np.ascontiguousarray(points, dtype=float)
+    pre = _prepared(points)
     best, best_cost = None, np.inf
     for _ in range(max(1, n_init)):
         if init is not None:
             C0 = np.array(init, dtype=float)
         else:
-            C0 = greedy_kmeanspp(points, weights, k, rng)
-        C, c = _lloyd(points, weights, C0, iters, tol)
+            C0 = greedy_kmeanspp(points, weights, k, rng, p2=pre[2], two_p=pre[1])
+        C, c = _lloyd(points, weights, C0, iters, tol, pre)
         if c < best_cost:
             best, best_cost = C, c
     return best
@@ -164,9 +180,10 @@ def _distinct(C: np.ndarray, P: np.ndarray, w: np.ndarray, z: int) -> np.ndarray
     """Replace repeated centers by the coreset points that cost most under the others (farthest
     first): k distinct centers whenever the coreset has ≥ k distinct points."""
     C = np.array(C, dtype=float)
-    _, first = np.unique(np.round(C, 12), axis=0, return_index=True)
-    dup = np.setdiff1d(np.arange(C.shape[0]), first)
-    keep = np.sort(first)
+    keep = first_distinct_rows(np.round(C, 12))
+    repeated = np.ones(C.shape[0], dtype=bool)
+    repeated[keep] = False
+    dup = np.flatnonzero(repeated)  # ascending, as setdiff1d gave them
     for j in dup:  # at most k iterations
         _, dist = nearest_center(P, C[keep])
         gain = w * dist ** z
@@ -175,6 +192,15 @@ def _distinct(C: np.ndarray, P: np.ndarray, w: np.ndarray, z: int) -> np.ndarray
         C[j] = P[int(np.argmax(gain))]
         keep = np.r_[keep, j]
     return C
+
+
+def _more_distinct_rows_than(a: np.ndarray, k: int) -> bool:
+    """True only if ``a`` has more than k distinct rows; False: it may have k or fewer. Its first 4k + 4
+    rows are enough to tell for a released coreset (its points are nearly all distinct), and distinct rows
+    among them are distinct rows of ``a``: the sort of every row is left to the rare set that needs it."""
+    if a.shape[0] <= k:
+        return False
+    return first_distinct_rows(a[:4 * k + 4]).size > k
 
 
 def cluster_coreset(points, weights, k: int, objective: str, rng: np.random.Generator, fallback: np.ndarray,
@@ -194,9 +220,11 @@ def cluster_coreset(points, weights, k: int, objective: str, rng: np.random.Gene
     if P.shape[0] == 0:
         return _pad(np.zeros((0, fallback.size)), k, fallback)
     mean = (w[:, None] * P).sum(axis=0) / w.sum()
-    _, first = np.unique(np.round(P, 12), axis=0, return_index=True)
-    if first.size <= k:  # the distinct points themselves, in input order
-        return _pad(P[np.sort(first)], k, mean)
+    rounded = np.round(P, 12)
+    if not _more_distinct_rows_than(rounded, k):
+        first = first_distinct_rows(rounded)
+        if first.size <= k:  # the distinct points themselves, in input order
+            return _pad(P[first], k, mean)
     n_init = max(3, int(n_init))
     warm = init is not None and np.shape(init) == (k, P.shape[1])
     if objective == "kmedian":
@@ -208,5 +236,7 @@ def cluster_coreset(points, weights, k: int, objective: str, rng: np.random.Gene
         if warm:
             cands.append(weighted_kmeans(P, w, k, rng, n_init=1, init=np.asarray(init, dtype=float)))
     cands = [_distinct(_pad(C, k, mean), P, w, z) for C in cands]
+    if len(cands) == 1:  # no warm start: nothing to compare
+        return cands[0]
     costs = [cost(P, C, w, z) for C in cands]
     return cands[int(np.argmin(costs))]

@@ -104,10 +104,12 @@ def test_the_sketch_memory_is_bounded_by_its_leaves_not_by_the_points():
 
 
 @pytest.mark.parametrize("n, distinct, width", [(1, 1, 3), (300, 40, 10), (2048, 2048, 2), (2049, 7, 4),
-                                                 (6000, 1500, 0)])
+                                                 (6000, 1500, 0), (900, 90, 100), (500, 500, 64)])
 def test_aggregate_sort_and_sparse_paths_agree_exactly(n, distinct, width, monkeypatch):
-    """_aggregate sums by sorting up to _SORT_AGGREGATE_MAX entries and by a sparse product above it:
-    both give the same sorted keys, counts and int64 sums, bit for bit (large values included)."""
+    """_aggregate sums by sorting up to _SORT_AGGREGATE_MAX entries and by a sparse product above it, and
+    sorted entries of _WIDE_ROWS or more coordinates by a sparse product built from the sort: every path
+    gives the same sorted keys, counts and int64 sums, bit for bit (large values included), and the sums
+    are the per-key sums of q."""
     import dpstream.blocks as blocks
     rng = np.random.default_rng(n)
     key = rng.integers(0, distinct, n).astype(np.int64) << 20
@@ -115,10 +117,15 @@ def test_aggregate_sort_and_sparse_paths_agree_exactly(n, distinct, width, monke
     q = rng.integers(-2**40, 2**40, (n, width)).astype(np.int64)
     got = {}
     for limit in (0, 10**9):  # every call sparse / every call sorted
-        monkeypatch.setattr(blocks, "_SORT_AGGREGATE_MAX", limit)
-        got[limit] = blocks._aggregate(key, count, q)
-    for a, b in zip(got[0], got[10**9]):
-        assert a.dtype == b.dtype == np.int64 and np.array_equal(a, b)
-    uniq, counts, sums = got[0]
+        for wide in (0, 10**9):  # sorted entries summed by the product from the sort / gathered and reduced
+            monkeypatch.setattr(blocks, "_SORT_AGGREGATE_MAX", limit)
+            monkeypatch.setattr(blocks, "_WIDE_ROWS", wide)
+            got[limit, wide] = blocks._aggregate(key, count, q)
+    for path in got.values():
+        for a, b in zip(path, got[10**9, 10**9]):
+            assert a.dtype == b.dtype == np.int64 and np.array_equal(a, b)
+    uniq, counts, sums = got[0, 0]
+    for i in rng.choice(uniq.size, min(5, uniq.size), replace=False):  # a few keys summed by hand
+        assert np.array_equal(sums[i], q[key == uniq[i]].sum(axis=0)) and counts[i] == count[key == uniq[i]].sum()
     assert (np.diff(uniq) > 0).all() and counts.sum() == count.sum() and sums.shape == (uniq.size, width)
     assert np.array_equal(sums.sum(axis=0), q.sum(axis=0))

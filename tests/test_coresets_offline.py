@@ -260,3 +260,23 @@ def test_cost_matches_brute_force():
     assert cost(P, C, w, 2) == pytest.approx((w * dist**2).sum(), rel=1e-9)
     assert cost(P, C, w, 1) == pytest.approx((w * dist).sum(), rel=1e-9)
     assert cost(P, C) == pytest.approx((dist**2).sum(), rel=1e-9)
+
+
+def test_the_distinct_row_count_bound_never_overstates():
+    """cluster_coreset skips finding all its distinct points when its first rows already hold more than k
+    distinct ones: the test may only understate (then the full search runs), never claim more than k
+    distinct rows where there are k or fewer (0.0 and -0.0 are one value)."""
+    from dpstream.offline import _more_distinct_rows_than
+
+    rng = np.random.default_rng(5)
+    for n, d, distinct in [(50, 1, 3), (200, 10, 10), (200, 10, 11), (30, 64, 30), (300, 3, 300)]:
+        base = rng.normal(size=(distinct, d))
+        base[0, 0] = 0.0
+        a = base[rng.integers(0, distinct, n)] if distinct < n else base[:n]
+        a[::3, 0] = np.where(a[::3, 0] == 0.0, -0.0, a[::3, 0])
+        true = np.unique(a, axis=0).shape[0]
+        for k in range(0, true + 3):
+            got = _more_distinct_rows_than(a, k)
+            assert not got or true > k
+            if true == n:  # every row distinct: the first rows tell
+                assert got == (true > k)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpstream.rings import assign_parts, partition_nearest
+from dpstream.rings import assign_parts, first_distinct_rows, partition_nearest
 
 
 def _alone(x, C):
@@ -80,3 +80,16 @@ def test_far_from_the_origin_the_distance_does_not_lose_its_digits():
     assert i.tolist() == [0, 1]
     np.testing.assert_allclose(dist, [1e-4, 1e-4], rtol=1e-6)
     assert assign_parts(x, C, 1e-3, 12)[0].tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("n, d", [(2, 3), (12, 10), (30, 784), (400, 10)])  # both paths: all pairs, and bytes
+def test_first_distinct_rows_are_uniques_first_occurrences(n, d):
+    """The distinct rows (and their first copies) of a set of centers are those of ``np.unique(axis=0)``,
+    with 0.0 and -0.0 one value: a duplicated center is one center, ties go to the lowest index."""
+    rng = np.random.default_rng(n + d)
+    a = rng.integers(-1, 2, (n, d)).astype(float) * rng.choice([1.0, 0.5, -0.0], (n, d))
+    a[rng.integers(0, n, n // 2)] = a[rng.integers(0, n, n // 2)]  # copies
+    a[:, 0] = np.where(a[:, 0] == 0, rng.choice([0.0, -0.0], n), a[:, 0])  # zeros of both signs
+    want = np.sort(np.unique(a, axis=0, return_index=True)[1])
+    got = first_distinct_rows(a)
+    assert want.size < n and np.array_equal(got, want)
