@@ -5,7 +5,7 @@
     .venv/bin/python benchmarks/block_partition.py digits --variants mean,tree,oracle,oracle:0.95
 
 The whole data set is one block of the first epoch: one part, the public ball (center, Λ), A's budget at
-ε = 1, δ = 1e-6 from the engine's own plan (replace-one). k centers are fitted to each variant's weighted
+ε = 1 (``--eps``), δ = 1e-6 from the engine's own plan (replace-one). k centers are fitted to each variant's weighted
 output (scikit-learn KMeans, n_init = 3) and their cost on all points is divided by KMeans' own (n_init = 3).
 The variants:
 
@@ -51,7 +51,7 @@ def weighted_kmeans(P, w, k, seed):
 
 
 class Block:
-    def __init__(self, name):
+    def __init__(self, name, eps: float = 1.0):
         from dpbench.datasets import load
         from dpstream.params import EngineConfig
         from dpstream.run_setup import RunSetup
@@ -62,7 +62,7 @@ class Block:
         self.n, self.d = self.X.shape
         km = KMeans(self.k, n_init=3, random_state=0).fit(self.X)
         self.labels, self.ref = km.labels_, cost(self.X, km.cluster_centers_)
-        self.cfg = EngineConfig(self.k, self.d, self.R, 1.0, horizon_ticks=ds.T, center=tuple(self.c))
+        self.cfg = EngineConfig(self.k, self.d, self.R, float(eps), horizon_ticks=ds.T, center=tuple(self.c))
         self.setup = RunSetup(self.cfg, b"block-partition-benchmark-seed-0")
         plan = self.setup.plan
         # A's budget as Σ (Δ/σ)² over its Gaussian components: the sum line (Δ = 2, replace-one) holds the
@@ -154,9 +154,10 @@ def main(argv=None):
     ap.add_argument("--variants", default="mean|tree|oracle|oracle:0.95|cells",
                     help="'|'-separated; cells takes key=value arguments after a colon")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--eps", type=float, default=1.0, help="the run's ε (δ = 1e-6); A's budget is the plan's at it")
     a = ap.parse_args(argv)
-    b = Block(a.dataset)
-    print(f"{a.dataset}: n = {b.n}, d = {b.d}, k = {b.k}, ball radius {b.R:g}; ratios to KMeans (n_init = 3)")
+    b = Block(a.dataset, a.eps)
+    print(f"{a.dataset}, ε = {a.eps:g}: n = {b.n}, d = {b.d}, k = {b.k}, ball radius {b.R:g}; ratios to KMeans (n_init = 3)")
     def run(name, args, s):
         if name == "mean":
             return b.X.mean(0)[None], 1

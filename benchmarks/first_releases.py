@@ -16,6 +16,12 @@ medians. About a second per seed on blobs_1e4/1e5.
 ``--declare-end`` passes the last tick as ``partial_fit(X, last=True)``: the user declares the stream's end
 (a file read chunk by chunk), and the final release holds every point even under the default horizon.
 
+``--stop TICK`` runs the first TICK ticks only — the prefix as a whole stream — and prints the ratio of
+its last release against the prefix's optimum; with ``--declare-end`` tick TICK is declared the end (every
+pending block goes through A), what the release at TICK could be were the user to end the stream there:
+
+    .venv/bin/python benchmarks/first_releases.py blobs_1e5 --seeds 5 --stop 10 --declare-end
+
 ``--no-prefix`` skips the prefix references (slow at high d). References are cached under
 ``--cache`` (default /tmp/dpstream-first-releases).
 
@@ -83,9 +89,18 @@ def diagnose(m, X: np.ndarray, k: int, opt: float) -> str:
         rows.append(f"    epoch {i} ({tag}): {len(S)} points, mass {S.weights.sum():.0f}, fit factor {fit:.3g}, "
                     f"alone {ratio(S) if len(S) else float('nan'):.2f}")
     U = WeightedSet.concat(sets, cfg.dim)
+    waiting = e.mr.buffered() if e.mr is not None else 0
+    # the budget a block has: A's public thresholds for the open epoch's parts (a leaf is kept from θ_keep
+    # points on, a node branches from θ_branch), against M, the block size a ring fires at
+    budget = ""
+    if hasattr(e.A, "thresholds") and e.mr is not None:
+        root, keep, branch = e.A.thresholds(e.mr.centers.shape[0], ("A", e.epoch, 0, 0))
+        budget = (f"; M {e.block_size}, A's thresholds θ_keep {keep:.0f} θ_branch {branch:.0f} θ_root {root:.0f} "
+                  f"(a ring's first block, {e.mr.centers.shape[0]} parts)")
     return "\n".join([f"  tick {e.t}: release {kmeans_cost(X, m.cluster_centers_) / opt:.2f}, union unweighted "
                       f"{ratio(U) if len(U) else float('nan'):.2f}, epoch {e.epoch}, waiting in open blocks "
-                      f"{e.mr.buffered() if e.mr is not None else 0} points (not released)"] + rows)
+                      f"{waiting} points (not released); through A {e.n_points - waiting} of {e.n_points} points, "
+                      f"released mass {U.weights.sum():.0f}{budget}"] + rows)
 
 
 def prefix_opt(ds, t: int, ref: dict, cache: str) -> float:
@@ -109,6 +124,8 @@ def main(argv=None):
     ap.add_argument("--cache", default="/tmp/dpstream-first-releases")
     ap.add_argument("--diagnose", type=int, default=0, metavar="TICK",
                     help="print what the release of tick TICK is made of, per seed")
+    ap.add_argument("--stop", type=int, default=0, metavar="TICK",
+                    help="run ticks 1..TICK only (with --declare-end, TICK is the declared end)")
     ap.add_argument("params", nargs="*", help="advanced parameters, name=JSON value")
     a = ap.parse_intermixed_args(argv)
     warnings.filterwarnings("ignore")
@@ -122,18 +139,23 @@ def main(argv=None):
     ref = references(ds, not a.no_prefix, a.cache)
     want = {t for t in ref["ticks"] if t >= 0.1 * ds.T - 1e-9}
     finals, worst = [], []
+    last_tick = min(a.stop, ds.T) if a.stop > 0 else ds.T
     for s in range(a.seeds):
         m = DPStreamClusterer(ds.k, epsilon=a.eps, delta=1e-6, radius=ds.radius, center=ds.center, random_state=s,
                               tick_size=ds.tick, **({"horizon_ticks": ds.T} if a.exact else {}), **kw)
         ck, epochs, notes = {}, [], []
-        for t in range(1, ds.T + 1):
-            m.partial_fit(ds.X[(t - 1) * ds.tick:t * ds.tick], last=a.declare_end and t == ds.T)
+        for t in range(1, last_tick + 1):
+            m.partial_fit(ds.X[(t - 1) * ds.tick:t * ds.tick], last=a.declare_end and t == last_tick)
             epochs.append(m.release_.epoch)
             if t == a.diagnose:
                 notes.append(diagnose(m, ds.X[:min(ds.n, t * ds.tick)], ds.k, prefix_opt(ds, t, ref, a.cache)))
             if t in want:
                 ck[t] = kmeans_cost(ds.X[:min(ds.n, t * ds.tick)], m.cluster_centers_)
-        finals.append(kmeans_cost(ds.X, m.cluster_centers_) / ref["full"])
+        if last_tick < ds.T:  # the prefix as a whole stream: its last release against the prefix's optimum
+            finals.append(kmeans_cost(ds.X[:last_tick * ds.tick], m.cluster_centers_)
+                          / prefix_opt(ds, last_tick, ref, a.cache))
+        else:
+            finals.append(kmeans_cost(ds.X, m.cluster_centers_) / ref["full"])
         ratios = {t: ck[t] / p for t, p in zip(ref["ticks"], ref["prefix"]) if t in ck}
         worst.append(max(ratios.values()) if ratios else float("nan"))
         changes = [t + 1 for t in range(1, len(epochs)) if epochs[t] != epochs[t - 1]]
@@ -141,7 +163,8 @@ def main(argv=None):
               f"prefix {' '.join(f'{t}:{r:.2f}' for t, r in ratios.items())}  epoch changes {changes}", flush=True)
         for note in notes:
             print(note, flush=True)
-    print(f"{a.dataset} ε={a.eps:g} {'exact' if a.exact else 'default'} horizon{', end declared' if a.declare_end else ''} {kw}: final median "
+    stop = f", stopped at tick {last_tick} (final: its prefix)" if last_tick < ds.T else ""
+    print(f"{a.dataset} ε={a.eps:g} {'exact' if a.exact else 'default'} horizon{', end declared' if a.declare_end else ''}{stop} {kw}: final median "
           f"{np.median(finals):.3f}, worst prefix (≥ 10%) median {np.median(worst):.3f}, {a.seeds} seeds")
 
 

@@ -70,7 +70,10 @@ class Engine:
             self.bic = BicriteriaDPCenters(cfg, self.plan, self.noise)
         self.center = cfg.center_vec
         self.t = 0
-        self.schedule = epochs.EpochSchedule(cfg, self.block_size)
+        # the first flush waits for a DP count that can fill one of A's leaves; without a DP count (no
+        # stream counter nor bicriteria: the schedule's gate is the release's own mass) tick 1 flushes
+        has_count = cfg.bicriteria or cfg.count_counter
+        self.schedule = epochs.EpochSchedule(cfg, self.block_size, self.A.leaf_threshold() if has_count else 0.0)
         self.epoch_coresets: List[WeightedSet] = []
         self.mr = EpochMergeReduce(cfg, self.plan, self.noise, self.A, 0, self.center[None, :], self.block_size)
         self.n_clipped = 0  # operator telemetry: never enters a release

@@ -57,13 +57,15 @@ def adopt_now(cfg: EngineConfig, t: int, grown: bool, count: Optional[float], co
 
 
 def flush_now(cfg: EngineConfig, t: int, adopt: bool, final: bool, last_flush: int, count: Optional[float] = None,
-              last_count: float = 0.0, block_size: int = 0) -> bool:
+              last_count: float = 0.0, block_size: int = 0, leaf_threshold: float = 0.0) -> bool:
     """Does every ring release its pending block at tick t? At an epoch change, at the horizon, and at
     the public flush ticks of the ``"horizon"`` schedule (:func:`dpstream.rules.flush_tick`; ``last_flush``
     is the last tick that flushed, 0 before any; ``count``: tick t's DP count estimate, ``last_count``:
-    the estimate at that flush)."""
+    the estimate at that flush; ``leaf_threshold``: A's keep threshold θ_k, which the first flush waits for
+    ``first_flush_leaves`` times)."""
     return adopt or final or (cfg.epoch_schedule == "horizon" and rules.flush_tick(
-        t, last_flush, cfg.flush_schedule, count, last_count, cfg.flush_min_blocks * block_size, cfg.flush_growth))
+        t, last_flush, cfg.flush_schedule, count, last_count, cfg.flush_min_blocks * block_size, cfg.flush_growth,
+        cfg.first_flush_leaves * leaf_threshold))
 
 
 class ExternalCenters:
@@ -95,9 +97,14 @@ class EpochSchedule:
     at, the count estimate and number of candidate centers it started with, the last flush tick.
     ``step`` decides tick t's flags from public parameters and DP outputs only (P8) and advances."""
 
-    def __init__(self, cfg: EngineConfig, block_size: int):
+    leaf_threshold = 0.0  # (class default: a schedule pickled before the first flush waited for a leaf)
+
+    def __init__(self, cfg: EngineConfig, block_size: int, leaf_threshold: float = 0.0):
+        """``leaf_threshold``: A's keep threshold θ_k (``A.leaf_threshold()``, public), the unit of
+        ``first_flush_leaves``; 0 lets tick 1 flush whatever it holds."""
         self.cfg = cfg
         self.block_size = int(block_size)
+        self.leaf_threshold = float(leaf_threshold)
         self.epoch = 0
         self.epoch_start = 0
         self.count0 = 0.0  # the DP count estimate when the open epoch started
@@ -115,7 +122,8 @@ class EpochSchedule:
         grown = n_candidates > self.adopted_bic or release_changed
         final = t == cfg.horizon_ticks or bool(end)
         adopt = adopt_now(cfg, t, grown, count, self.count0, self.epoch, self.epoch_start, self.block_size)
-        flush = flush_now(cfg, t, adopt, final, self.last_flush, count, self.last_flush_count, self.block_size)
+        flush = flush_now(cfg, t, adopt, final, self.last_flush, count, self.last_flush_count, self.block_size,
+                          self.leaf_threshold)
         if flush:
             self.last_flush = t
             self.last_flush_count = 0.0 if count is None else float(count)
@@ -160,7 +168,7 @@ class EpochPlanner:
                              "4 weights) or the bicriteria")
         self.cfg = cfg
         self.counter = setup.count_counter() if cfg.count_counter and not cfg.bicriteria else None
-        self.schedule = EpochSchedule(cfg, setup.block_size)
+        self.schedule = EpochSchedule(cfg, setup.block_size, setup.A.leaf_threshold())
         self.bic = ExternalCenters(cfg)  # without the bicriteria: the ball's center alone
         self.t = 0
 

@@ -154,6 +154,9 @@ class MergeReduce:
       flush_growth: with the ``count`` flush schedule, rings flush once the DP count estimate has grown
         by this factor of its value at the last flush (> 0).
       flush_min_blocks: ... and by at least this many blocks (M points) since it (≥ 0).
+      first_flush_leaves: the first flush (of any schedule) waits for the first tick whose DP count estimate
+        reaches this many of A's keep thresholds θ_k (≥ 0; 0: tick 1, whatever it holds). A block
+        below θ_k releases no leaf: flushed, its points would have had their one A call for nothing.
       release_epoch_decay: the release's k centers are fitted with each epoch's weights times this
         factor per epoch of age, in (0, 1]; the released coreset keeps its weights.
       release_decay_rule: which old points that decay applies to
@@ -177,6 +180,7 @@ class MergeReduce:
     flush_schedule: FlushSchedule = FlushSchedule.FIRST
     flush_growth: float = 0.5
     flush_min_blocks: float = 0.5
+    first_flush_leaves: float = 1.0
     coreset_size: Optional[int] = None
     release_epoch_decay: float = 0.5
     release_decay_rule: ReleaseDecayRule = ReleaseDecayRule.CLUSTERS

@@ -43,7 +43,7 @@ PARAMETERS = (
     "sum_grid_bits", "max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit",
     # added later, so they come last: the earlier keys keep their order
     "flush_growth", "flush_min_blocks", "root_tail", "release_decay_rule", "release_cover_factor", "ring_tolerance",
-    "tree_cells")
+    "tree_cells", "first_flush_leaves")
 UNIT_FIELDS = ("max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit")
 _NAMES = {name: tuple(f.name for f in fields(cls)) for name, cls in GROUPS}
 _GROUP_OF = {field: name for name, names in _NAMES.items() for field in names}
@@ -149,6 +149,9 @@ class EngineConfig:
                 d.pop(name)
         if not self.tree_cells:  # off: the same dict (and config hash) as before the option
             d.pop("tree_cells")
+        if self.first_flush_leaves == 1.0:  # the default: the same dict as before the option (what a default
+            # run releases is told apart by ALGORITHM_VERSION, part of a run's identity)
+            d.pop("first_flush_leaves")
         return d
 
     def _key(self) -> tuple:
@@ -331,6 +334,8 @@ def _check_and_normalise(v: dict) -> None:
            f"flush_growth must be a finite number > 0, got {v['flush_growth']!r}")
     _check(_is_num(v["flush_min_blocks"]) and math.isfinite(v["flush_min_blocks"]) and v["flush_min_blocks"] >= 0,
            f"flush_min_blocks must be a finite number >= 0, got {v['flush_min_blocks']!r}")
+    _check(_is_num(v["first_flush_leaves"]) and math.isfinite(v["first_flush_leaves"]) and v["first_flush_leaves"] >= 0,
+           f"first_flush_leaves must be a finite number >= 0, got {v['first_flush_leaves']!r}")
     _check(v["tree_keep_factor"] > 0 and v["tree_branch_factor"] > 0, "tree factors must be > 0")
     cells = v["tree_cells"]
     _check(_is_num(cells) and 0 <= cells < 1, f"tree_cells must be a share in [0, 1), got {cells!r}")

@@ -195,3 +195,26 @@ def test_first_releases_diagnose_lists_every_epoch_of_the_release(tmp_path, caps
     assert len(closed) == n_epochs - 1 and all(float(r.split("mass ")[1].split(",")[0]) > 0 for r in closed)
     factors = [float(r.split("fit factor ")[1].split(",")[0]) for r in rows]
     assert max(factors) == 1.0 and all(0 <= f <= 1 for f in factors)
+
+
+def test_first_releases_stop_with_a_declared_end_puts_every_point_of_the_prefix_through_a(tmp_path, capsys):
+    # --stop TICK --declare-end: the prefix as a whole stream whose end the user declares; its last
+    # release reflects every point that arrived (nothing waits in a block), which a run that goes on does not
+    import first_releases
+
+    args = ["blobs_1e4", "--eps", "1", "--seeds", "1", "--no-prefix", "--diagnose", "3", "--stop", "3",
+            "--cache", str(tmp_path)]
+    first_releases.main(args + ["--declare-end"])
+    ended = capsys.readouterr().out
+    first_releases.main(args)
+    going_on = capsys.readouterr().out
+
+    def head(out):
+        rows = [ln for ln in out.splitlines() if ln.startswith("  tick 3: release ")]
+        assert len(rows) == 1 and "stopped at tick 3" in out.splitlines()[-1]
+        return rows[0]
+
+    assert "waiting in open blocks 0 points" in head(ended) and "through A 3000 of 3000 points" in head(ended)
+    waiting = int(head(going_on).split("waiting in open blocks ")[1].split()[0])
+    assert waiting > 0 and f"through A {3000 - waiting} of 3000 points" in head(going_on)
+    assert "θ_keep" in head(ended)

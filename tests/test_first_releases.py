@@ -70,12 +70,14 @@ def _run(cfg, ticks, monkeypatch):
     return e, log
 
 
-def _replay(cfg, log, block_size):
-    """The ticks the rule flushes at, from the DP counts and the epoch changes alone."""
+def _replay(cfg, log, block_size, schedule="count"):
+    """The ticks the rule flushes at, from the DP counts, the epoch changes and A's public keep threshold
+    (the first flush's unit) alone."""
+    first = cfg.first_flush_leaves * RunSetup(cfg, SEED).A.leaf_threshold()
     out, last, last_count = [], 0, 0.0
     for t, count, adopted, _ in log:
-        if adopted or rules.flush_tick(t, last, "count", count, last_count, cfg.flush_min_blocks * block_size,
-                                       cfg.flush_growth):
+        if adopted or rules.flush_tick(t, last, schedule, count, last_count, cfg.flush_min_blocks * block_size,
+                                       cfg.flush_growth, first):
             out.append(t)
             last, last_count = t, count
     return out
@@ -145,6 +147,8 @@ def test_the_count_flushes_are_a_function_of_dp_counts(monkeypatch, broken):
         ok &= [t for t, _, _, fl in log if fl] == _replay(cfg, log, e.block_size)
         if broken is None:  # count flushes beyond tick 1 do occur, without an epoch change
             assert len(_replay(cfg, log, e.block_size)) >= 3 and e.epoch == 0
+    if broken is None:  # the sparse stream's empty tick 1 cannot fill a leaf: its first flush waits for the count
+        assert _replay(cfg, log, e.block_size)[0] > 1
     assert ok == (broken is None)
 
 
@@ -167,7 +171,7 @@ def test_every_point_enters_one_a_call_and_a_ring_releases_once_per_tick(monkeyp
 def test_the_plan_does_not_depend_on_these_options():
     for kw in (dict(), dict(dim=64, n_clusters=10, radius=64.0), dict(semicoreset="lloyd")):
         a = PrivacyPlan.build(_cfg(root_tail="block", **kw)).to_dict()
-        b = PrivacyPlan.build(_cfg(flush_schedule="first", root_tail="horizon", **kw)).to_dict()
+        b = PrivacyPlan.build(_cfg(flush_schedule="first", root_tail="horizon", first_flush_leaves=0.0, **kw)).to_dict()
         assert a == b
 
 
@@ -244,3 +248,64 @@ def test_the_covered_decay_keeps_old_clusters_that_stopped_arriving():
     assert np.all(out[:50] == 0.5) and np.all(out[50:100] == 1.0) and np.all(out[100:] == 1.0)
     with pytest.raises(ValueError, match="release_decay_rule"):
         _cfg(release_decay_rule="drift")
+
+
+def test_the_first_flush_rule():
+    # before any flush, the first tick whose DP count reaches first_count; then the schedule's own rule
+    assert not rules.flush_tick(1, 0, "first", 40.0, first_count=64.0)
+    assert not rules.flush_tick(3, 0, "first", 63.9, first_count=64.0)
+    assert rules.flush_tick(3, 0, "first", 64.0, first_count=64.0)
+    assert not rules.flush_tick(5, 3, "first", 500.0, first_count=64.0)  # "first": no flush after the first
+    assert rules.flush_tick(4, 0, "dyadic", 70.0, first_count=64.0) and not rules.flush_tick(4, 0, "dyadic", 10.0,
+                                                                                             first_count=64.0)
+    assert rules.flush_tick(1, 0, "first", None, first_count=64.0)  # no DP count: tick 1, as before the rule
+    assert rules.flush_tick(1, 0, "first", -5.0) and rules.flush_tick(1, 0, "first", -5.0, first_count=0.0)
+    with pytest.raises(ValueError, match="first_flush_leaves"):
+        _cfg(first_flush_leaves=-1.0)
+
+
+def _small_ticks(seed=11, n=100, ticks=8):
+    """Ticks of ``n`` points from three separated clusters in d = 3, fewer than A's keep threshold at ε = 1."""
+    rng = np.random.default_rng(seed)
+    means = rng.normal(size=(3, 3)) * 5.0
+    return [means[rng.integers(3, size=n)] + rng.normal(size=(n, 3)) for _ in range(ticks)]
+
+
+@pytest.mark.parametrize("broken", [None, "exact_count"])
+def test_a_first_block_that_cannot_fill_a_leaf_waits_for_the_dp_count(monkeypatch, broken):
+    """Ticks of 100 points at ε = 1, A's keep threshold θ_k ≈ 64 points, spread over the ball's rings: flushed
+    at tick 1 (``first_flush_leaves=0``, the former rule) the block releases no leaf, and its points, which
+    have had their one A call, are in no later release. With the default the first flush is the first tick
+    whose DP count estimate (the run's stream counter, recomputed apart from the engine) reaches θ_k, and
+    that release holds mass; every point still enters exactly one A call. The broken engine gives the
+    schedule the exact running count (an exact count deciding a release time): the replay catches it."""
+    if broken == "exact_count":
+        monkeypatch.setattr(RunSetup, "count_counter", lambda self: _ExactCounter())
+    kw = dict(n_clusters=3, dim=3, radius=16.0, flush_schedule="first", first_epoch_blocks=1e6)
+    ticks = _small_ticks()
+    cfg = _cfg(**kw)
+    theta = RunSetup(cfg, SEED).A.leaf_threshold()
+    assert 30 < theta < 100  # the tick holds more points than one leaf needs, fewer than its rings can fill
+    _, log = _run(cfg, ticks, monkeypatch)
+    counts = _dp_counts(cfg, ticks)
+    want = [t for t, c in enumerate(counts, 1) if c >= theta][:1]
+    got = [t for t, _, _, fl in log if fl]
+    assert (got == want and [c for _, c, _, _ in log] == counts) == (broken is None)
+    if broken:
+        return
+    assert want[0] > 1
+    old = Engine(_cfg(first_flush_leaves=0.0, **kw), SEED)
+    new = Engine(cfg, SEED)
+    new.A.record_calls = old.A.record_calls = True
+    n = 0
+    for t, x in enumerate(ticks, 1):
+        r_old, r_new = old.step(x), new.step(x)
+        n += len(x)
+        for eng in (old, new):
+            keys = [k for k, _ in eng.A.calls]
+            assert len(keys) == len(set(keys)) and sum(m for _, m in eng.A.calls) + eng.mr.buffered() == n
+        if t == 1:
+            assert old.last_flush == 1 and r_old.coreset_weights.sum() == 0  # tick 1's points: lost
+            assert new.last_flush == 0
+        if t == want[0]:
+            assert new.last_flush == t and r_new.coreset_weights.sum() > 0 and old.last_flush == 1

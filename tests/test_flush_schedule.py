@@ -33,7 +33,10 @@ N_TICKS = 20
 
 
 def _cfg(**kw):
-    base = dict(n_clusters=3, dim=2, radius=20.0, epsilon=1.0, delta=1e-6, horizon_ticks=1024, flush_schedule="dyadic")
+    # first_flush_leaves=0: tick 1 is the first flush, so every flush tick is a function of the tick index and
+    # the epoch changes (the first flush that waits for a DP count: tests/test_first_releases.py)
+    base = dict(n_clusters=3, dim=2, radius=20.0, epsilon=1.0, delta=1e-6, horizon_ticks=1024, flush_schedule="dyadic",
+                first_flush_leaves=0.0)
     base.update(kw)
     return EngineConfig(**base)
 

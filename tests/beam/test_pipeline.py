@@ -567,6 +567,18 @@ def test_batch_job_with_the_count_flushes_and_block_root_tail_releases_what_the_
     assert len(changed) >= 2
 
 
+def test_batch_job_whose_first_flush_waits_for_the_dp_count_releases_what_the_engine_releases(tmp_path, seed_file,
+                                                                                                monkeypatch):
+    """first_flush_leaves=3 (the first flush at the first DP count of three of A's keep thresholds, past
+    tick 1's 100 points here): the epoch planner's first flush is the engine's, tick for tick."""
+    got, want, cfg = _job_and_engine_with(dict(first_flush_leaves=3.0, first_epoch_blocks=50.0), 5,
+                                          tmp_path, seed_file, monkeypatch)
+    assert cfg.first_flush_leaves == 3.0
+    assert got == want and len(got) == 40
+    first = next(r["tick"] for r in got if r["coreset_weights"])
+    assert got[0]["coreset_weights"] == [] and 1 < first and got[first - 1]["epoch"] == 0
+
+
 def test_batch_job_with_tree_cells_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
     """tree_cells (A's cells: raw points shipped to RingMergeReduce, the tree and the cells run there): the
     job's releases are the engine's."""
