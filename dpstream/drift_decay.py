@@ -1,0 +1,82 @@
+"""``release_decay_rule="drift"``: the release fit's age decay, spared where an old epoch drifted away.
+
+Why the release fit decays old epochs at all: in a stationary stream the newer epochs hold the same
+clusters as the old ones, cut by finer rings (drawn around released centers), so the old epochs' coarser
+leaf means only pull the fit between clusters. In a stream whose clusters stop arriving (in cluster order,
+drifting) each cluster sits in the epochs that saw it, and nothing newer replaces it: decaying it trades
+its points for the newer epochs' clusters (gmm100 in cluster order: the fit's decay alone takes the final
+release from 2.29 to 2.73, its epochs holding disjoint sets of clusters).
+
+The ``clusters`` and ``stopped`` rules judge each cluster on the newer points it holds, which needs
+several released points per cluster (``stopped``: ln(k/0.05) expected newer points, 7 at k = 64; a short
+or high-k stream releases about two). Here the question is asked of the whole epoch first: are its points
+and the newer epochs' points spread over the clusters (a k-means partition of every released point) as two
+samples of one distribution would be? The overlap of their mass shares, Σ_j min(p_j, q_j), is compared with
+its value under random relabellings of which of these released points are the old epoch's (a permutation
+test, ``_PERMUTATIONS`` draws under the release's own key): only an epoch whose overlap falls below all but
+a ``_ALPHA`` part of them has drifted, and then its clusters that the newer epochs do not fill (their share
+there under ``_STILL_ARRIVING`` times the old one's) keep their whole weight. A stationary stream's epochs
+overlap as the permutations do and decay by age.
+
+The first epoch is judged last, and only once a later epoch kept half of its own mass: its rings are the
+ball's alone, and its coarse leaf means form clumps of their own that no newer point fills in a stationary
+stream too (at d = 784 most of the first epoch), which a test of the shares would call drift.
+
+Post-processing of the released epoch coresets under the release's keys: it reads nothing else.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .offline import cluster_coreset
+from .rings import nearest_center
+
+_STILL_ARRIVING = 1.0
+_POINTS_PER_CLUSTER = 2  # a center per two released points (a cluster needs _MIN_POINTS of the old epoch's)
+_MIN_POINTS = 2  # one released point (a single noisy leaf mean) is no cluster
+_PERMUTATIONS = 200
+_ALPHA = 0.01  # a stationary epoch is called drifted with probability about this, per epoch and release
+
+
+def _overlaps(lab: np.ndarray, w: np.ndarray, is_old: np.ndarray, k: int) -> np.ndarray:
+    """Σ_j min(old share_j, newer share_j) of each row of ``is_old`` (rows: labellings of the same points)."""
+    rows = is_old.shape[0]
+    cell = lab[None, :] + k * np.arange(rows)[:, None]
+    old = np.bincount(cell.ravel(), weights=(w[None, :] * is_old).ravel(), minlength=rows * k).reshape(rows, k)
+    new = np.bincount(cell.ravel(), weights=(w[None, :] * ~is_old).ravel(), minlength=rows * k).reshape(rows, k)
+    so, sn = old.sum(axis=1, keepdims=True), new.sum(axis=1, keepdims=True)
+    return np.minimum(old / np.where(so > 0, so, 1.0), new / np.where(sn > 0, sn, 1.0)).sum(axis=1)
+
+
+def drifted(lab: np.ndarray, w: np.ndarray, is_old: np.ndarray, k: int, rng: np.random.Generator) -> bool:
+    """Do the old epoch's points (``is_old``) and the newer ones share the partition ``lab`` less than
+    all but an ``_ALPHA`` part of random relabellings of the same points do?"""
+    observed = _overlaps(lab, w, is_old[None, :], k)[0]
+    perms = rng.permuted(np.broadcast_to(is_old, (_PERMUTATIONS, is_old.size)), axis=1)
+    below = int(np.count_nonzero(_overlaps(lab, w, perms, k) <= observed))
+    return (1 + below) / (1 + _PERMUTATIONS) <= _ALPHA
+
+
+def drift_kept(cfg, noise, sets, S, factor: np.ndarray, epoch: int, t: int) -> np.ndarray:
+    """The release fit's weight factors under ``release_decay_rule="drift"`` (see the module): ``factor``
+    the age decay of every point of ``S`` (the epochs ``sets`` concatenated); → the factors with the
+    stopped clusters of drifted epochs at 1."""
+    k = max(1, min(cfg.n_clusters, len(S) // _POINTS_PER_CLUSTER))
+    C = cluster_coreset(S.points, S.weights, k, cfg.objective, noise.generator(("release", epoch, t, "B-fit clusters")),
+                        cfg.center_vec, n_init=1)
+    lab = nearest_center(S.points, C)[0]
+    ep = np.concatenate([np.full(len(s), i) for i, s in enumerate(sets)])
+    w = np.maximum(S.weights, 0.0)
+    rng = noise.generator(("release", epoch, t, "B-fit drift"))
+    out = factor.copy()
+    later_drifted = False
+    for i in list(range(1, len(sets) - 1)) + [0]:
+        seg, newer = ep == i, ep > i
+        if not seg.any() or not newer.any() or (i == 0 and not later_drifted):
+            continue
+        both = seg | newer
+        if not drifted(lab[both], w[both], seg[both], k, rng):
+            continue
+        later_drifted = True
+        out[seg] = 1.0
+    return out
