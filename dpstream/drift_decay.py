@@ -1,26 +1,26 @@
-"""``release_decay_rule="drift"``: the release fit's age decay, spared where an old epoch drifted away.
+"""``release_decay_rule="drift"``: the ``clusters`` rule, and an old epoch that drifted away keeps its weight.
 
 Why the release fit decays old epochs at all: in a stationary stream the newer epochs hold the same
 clusters as the old ones, cut by finer rings (drawn around released centers), so the old epochs' coarser
 leaf means only pull the fit between clusters. In a stream whose clusters stop arriving (in cluster order,
-drifting) each cluster sits in the epochs that saw it, and nothing newer replaces it: decaying it trades
-its points for the newer epochs' clusters (gmm100 in cluster order: the fit's decay alone takes the final
-release from 2.29 to 2.73, its epochs holding disjoint sets of clusters).
+drifting) each cluster sits in the epochs that saw it and nothing newer replaces it: decaying it trades
+its points for the newer epochs' clusters (gmm100 in cluster order, with the end declared: the fit's age
+decay takes the final release from 2.29 to 2.73, while its three epochs hold disjoint sets of clusters).
 
-The ``clusters`` and ``stopped`` rules judge each cluster on the newer points it holds, which needs
-several released points per cluster (``stopped``: ln(k/0.05) expected newer points, 7 at k = 64; a short
-or high-k stream releases about two). Here the question is asked of the whole epoch first: are its points
-and the newer epochs' points spread over the clusters (a k-means partition of every released point) as two
-samples of one distribution would be? The overlap of their mass shares, Σ_j min(p_j, q_j), is compared with
-its value under random relabellings of which of these released points are the old epoch's (a permutation
-test, ``_PERMUTATIONS`` draws under the release's own key): only an epoch whose overlap falls below all but
-a ``_ALPHA`` part of them has drifted, and then its clusters that the newer epochs do not fill (their share
-there under ``_STILL_ARRIVING`` times the old one's) keep their whole weight. A stationary stream's epochs
-overlap as the permutations do and decay by age.
+The ``clusters`` and ``stopped`` rules judge one cluster at a time on the newer points in it, which needs
+several released points per cluster (``stopped``: ln(k/0.05) expected newer points, 7 at k = 64; gmm100
+releases about two per cluster). Here the question is asked of a whole epoch: are its points and the newer
+epochs' points spread over the clusters of a k-means partition of every released point (a center per
+``_POINTS_PER_CLUSTER`` points) as two samples of one distribution would be? The overlap of their mass
+shares, Σ_j min(p_j, q_j), is compared with its value under ``_PERMUTATIONS`` random relabellings of which of
+these released points are the old epoch's (a permutation test under the release's own key): an epoch whose
+overlap falls below all but an ``_ALPHA`` part of them drifted, and all its points keep their whole weight.
+A stationary stream's epochs overlap as their relabellings do: the ``clusters`` rule's factors stand, and
+its releases are that rule's but for a false alarm (probability about ``_ALPHA`` per epoch and release).
 
-The first epoch is judged last, and only once a later epoch kept half of its own mass: its rings are the
-ball's alone, and its coarse leaf means form clumps of their own that no newer point fills in a stationary
-stream too (at d = 784 most of the first epoch), which a test of the shares would call drift.
+The first epoch is judged last, and only once a later epoch drifted: its rings are the ball's alone, and
+its coarse leaf means form clumps of their own that no newer point shares in a stationary stream too (at
+d = 784 most of the first epoch), which the test alone would call drift.
 
 Post-processing of the released epoch coresets under the release's keys: it reads nothing else.
 """
@@ -31,9 +31,7 @@ import numpy as np
 from .offline import cluster_coreset
 from .rings import nearest_center
 
-_STILL_ARRIVING = 1.0
-_POINTS_PER_CLUSTER = 2  # a center per two released points (a cluster needs _MIN_POINTS of the old epoch's)
-_MIN_POINTS = 2  # one released point (a single noisy leaf mean) is no cluster
+_POINTS_PER_CLUSTER = 2  # as the "stopped" rule: fewer points per center make every old point a cell of its own
 _PERMUTATIONS = 200
 _ALPHA = 0.01  # a stationary epoch is called drifted with probability about this, per epoch and release
 
@@ -59,11 +57,11 @@ def drifted(lab: np.ndarray, w: np.ndarray, is_old: np.ndarray, k: int, rng: np.
 
 def drift_kept(cfg, noise, sets, S, factor: np.ndarray, epoch: int, t: int) -> np.ndarray:
     """The release fit's weight factors under ``release_decay_rule="drift"`` (see the module): ``factor``
-    the age decay of every point of ``S`` (the epochs ``sets`` concatenated); → the factors with the
-    stopped clusters of drifted epochs at 1."""
+    the ``clusters`` rule's factors of every point of ``S`` (the epochs ``sets`` concatenated); → the same
+    with every point of a drifted epoch at 1."""
     k = max(1, min(cfg.n_clusters, len(S) // _POINTS_PER_CLUSTER))
-    C = cluster_coreset(S.points, S.weights, k, cfg.objective, noise.generator(("release", epoch, t, "B-fit clusters")),
-                        cfg.center_vec, n_init=1)
+    C = cluster_coreset(S.points, S.weights, k, cfg.objective,
+                        noise.generator(("release", epoch, t, "B-fit drift clusters")), cfg.center_vec, n_init=1)
     lab = nearest_center(S.points, C)[0]
     ep = np.concatenate([np.full(len(s), i) for i, s in enumerate(sets)])
     w = np.maximum(S.weights, 0.0)

@@ -221,7 +221,8 @@ def release_fit_sample(cfg: EngineConfig, noise, sets, pts: np.ndarray, w: np.nd
         factor = _stopped_clusters_kept(cfg, noise, sets, S, factor, epoch, t)
     elif cfg.release_decay_rule == "stopped":
         factor = _stopped_clusters_kept(cfg, noise, sets, S, factor, epoch, t, stopped_rule=True)
-    elif cfg.release_decay_rule == "drift":
+    elif cfg.release_decay_rule == "drift":  # the clusters rule, then whole epochs that drifted away
+        factor = _stopped_clusters_kept(cfg, noise, sets, S, factor, epoch, t)
         factor = drift_decay.drift_kept(cfg, noise, sets, S, factor, epoch, t)
     rng = noise.generator(("release", epoch, t, "B-fit"))
     return sensitivity_sample(S.points, S.weights * factor, cfg.s_b, cfg.n_clusters, rng, z)
