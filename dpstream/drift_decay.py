@@ -36,22 +36,25 @@ _PERMUTATIONS = 200
 _ALPHA = 0.01  # a stationary epoch is called drifted with probability about this, per epoch and release
 
 
-def _overlaps(lab: np.ndarray, w: np.ndarray, is_old: np.ndarray, k: int) -> np.ndarray:
-    """Σ_j min(old share_j, newer share_j) of each row of ``is_old`` (rows: labellings of the same points)."""
-    rows = is_old.shape[0]
-    cell = lab[None, :] + k * np.arange(rows)[:, None]
-    old = np.bincount(cell.ravel(), weights=(w[None, :] * is_old).ravel(), minlength=rows * k).reshape(rows, k)
-    new = np.bincount(cell.ravel(), weights=(w[None, :] * ~is_old).ravel(), minlength=rows * k).reshape(rows, k)
+def _overlap(old: np.ndarray, total: np.ndarray) -> np.ndarray:
+    """Σ_j min(old share_j, newer share_j) of each row of ``old`` (the old epoch's mass per cell), ``total``
+    the mass per cell of the old and newer points together."""
+    new = total[None, :] - old
     so, sn = old.sum(axis=1, keepdims=True), new.sum(axis=1, keepdims=True)
-    return np.minimum(old / np.where(so > 0, so, 1.0), new / np.where(sn > 0, sn, 1.0)).sum(axis=1)
+    return np.minimum(old / np.where(so > 0, so, 1.0), np.maximum(new, 0.0) / np.where(sn > 0, sn, 1.0)).sum(axis=1)
 
 
 def drifted(lab: np.ndarray, w: np.ndarray, is_old: np.ndarray, k: int, rng: np.random.Generator) -> bool:
     """Do the old epoch's points (``is_old``) and the newer ones share the partition ``lab`` less than
-    all but an ``_ALPHA`` part of random relabellings of the same points do?"""
-    observed = _overlaps(lab, w, is_old[None, :], k)[0]
-    perms = rng.permuted(np.broadcast_to(is_old, (_PERMUTATIONS, is_old.size)), axis=1)
-    below = int(np.count_nonzero(_overlaps(lab, w, perms, k) <= observed))
+    all but an ``_ALPHA`` part of random relabellings of the same points do? (A relabelling draws which
+    ``is_old.sum()`` of the points are the old epoch's, uniformly.)"""
+    total = np.bincount(lab, weights=w, minlength=k)
+    observed = _overlap(np.bincount(lab[is_old], weights=w[is_old], minlength=k)[None, :], total)[0]
+    n, m = is_old.size, int(is_old.sum())
+    pick = np.argpartition(rng.random((_PERMUTATIONS, n)), m - 1, axis=1)[:, :m]
+    cell = lab[pick] + k * np.arange(_PERMUTATIONS)[:, None]
+    old = np.bincount(cell.ravel(), weights=w[pick].ravel(), minlength=_PERMUTATIONS * k).reshape(_PERMUTATIONS, k)
+    below = int(np.count_nonzero(_overlap(old, total) <= observed))
     return (1 + below) / (1 + _PERMUTATIONS) <= _ALPHA
 
 
