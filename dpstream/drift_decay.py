@@ -13,7 +13,8 @@ releases about two per cluster). Here the question is asked of a whole epoch: ar
 epochs' points spread over the clusters of a k-means partition of every released point (a center per
 ``_POINTS_PER_CLUSTER`` points) as two samples of one distribution would be? The overlap of their mass
 shares, Σ_j min(p_j, q_j), is compared with its value under ``_PERMUTATIONS`` random relabellings of which of
-these released points are the old epoch's (a permutation test under the release's own key): an epoch whose
+these released points are the old epoch's (a permutation test under the release's own key, drawn in
+batches that stop once the answer is no: a stationary epoch costs one batch): an epoch whose
 overlap falls below all but an ``_ALPHA`` part of them drifted, and all its points keep their whole weight.
 A stationary stream's epochs overlap as their relabellings do: the ``clusters`` rule's factors stand, and
 its releases are that rule's but for a false alarm (probability about ``_ALPHA`` per epoch and release).
@@ -28,11 +29,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from .offline import cluster_coreset
-from .rings import nearest_center
-
 _POINTS_PER_CLUSTER = 2  # as the "stopped" rule: fewer points per center make every old point a cell of its own
 _PERMUTATIONS = 200
+_BATCH = 10
 _ALPHA = 0.01  # a stationary epoch is called drifted with probability about this, per epoch and release
 
 
@@ -47,28 +46,33 @@ def _overlap(old: np.ndarray, total: np.ndarray) -> np.ndarray:
 def drifted(lab: np.ndarray, w: np.ndarray, is_old: np.ndarray, k: int, rng: np.random.Generator) -> bool:
     """Do the old epoch's points (``is_old``) and the newer ones share the partition ``lab`` less than
     all but an ``_ALPHA`` part of random relabellings of the same points do? (A relabelling draws which
-    ``is_old.sum()`` of the points are the old epoch's, uniformly.)"""
+    ``is_old.sum()`` of the points are the old epoch's, uniformly.) The relabellings are drawn in batches
+    of ``_BATCH`` and the test stops once too many of them overlap no more than the epoch does: the same
+    decision as all ``_PERMUTATIONS`` at once, and a stationary epoch costs one batch."""
     total = np.bincount(lab, weights=w, minlength=k)
     observed = _overlap(np.bincount(lab[is_old], weights=w[is_old], minlength=k)[None, :], total)[0]
     n, m = is_old.size, int(is_old.sum())
-    pick = np.argpartition(rng.random((_PERMUTATIONS, n)), m - 1, axis=1)[:, :m]
-    cell = lab[pick] + k * np.arange(_PERMUTATIONS)[:, None]
-    old = np.bincount(cell.ravel(), weights=w[pick].ravel(), minlength=_PERMUTATIONS * k).reshape(_PERMUTATIONS, k)
-    below = int(np.count_nonzero(_overlap(old, total) <= observed))
-    return (1 + below) / (1 + _PERMUTATIONS) <= _ALPHA
+    most = int(np.floor(_ALPHA * (1 + _PERMUTATIONS))) - 1  # relabellings at or below it that still mean drift
+    below = 0
+    for start in range(0, _PERMUTATIONS, _BATCH):
+        rows = min(_BATCH, _PERMUTATIONS - start)
+        pick = np.argpartition(rng.random((rows, n)), m - 1, axis=1)[:, :m]
+        cell = lab[pick] + k * np.arange(rows)[:, None]
+        old = np.bincount(cell.ravel(), weights=w[pick].ravel(), minlength=rows * k).reshape(rows, k)
+        below += int(np.count_nonzero(_overlap(old, total) <= observed))
+        if below > most:
+            return False
+    return True
 
 
-def drift_kept(cfg, noise, sets, S, factor: np.ndarray, epoch: int, t: int) -> np.ndarray:
+def drift_kept(cfg, noise, sets, S, factor: np.ndarray, epoch: int, t: int, partitions) -> np.ndarray:
     """The release fit's weight factors under ``release_decay_rule="drift"`` (see the module): ``factor``
-    the ``clusters`` rule's factors of every point of ``S`` (the epochs ``sets`` concatenated); → the same
-    with every point of a drifted epoch at 1."""
+    the ``clusters`` rule's factors of every point of ``S`` (the epochs ``sets`` concatenated), ``partitions``
+    the release's :class:`dpstream.epochs.Partitions`; → the same with every point of a drifted epoch at 1."""
     k = max(1, min(cfg.n_clusters, len(S) // _POINTS_PER_CLUSTER))
-    C = cluster_coreset(S.points, S.weights, k, cfg.objective,
-                        noise.generator(("release", epoch, t, "B-fit drift clusters")), cfg.center_vec, n_init=1)
-    lab = nearest_center(S.points, C)[0]
+    lab = partitions.labels(k)
     ep = np.concatenate([np.full(len(s), i) for i, s in enumerate(sets)])
     w = np.maximum(S.weights, 0.0)
-    rng = noise.generator(("release", epoch, t, "B-fit drift"))
     out = factor.copy()
     later_drifted = False
     for i in list(range(1, len(sets) - 1)) + [0]:
@@ -76,7 +80,7 @@ def drift_kept(cfg, noise, sets, S, factor: np.ndarray, epoch: int, t: int) -> n
         if not seg.any() or not newer.any() or (i == 0 and not later_drifted):
             continue
         both = seg | newer
-        if not drifted(lab[both], w[both], seg[both], k, rng):
+        if not drifted(lab[both], w[both], seg[both], k, noise.generator(("release", epoch, t, "B-fit drift", i))):
             continue
         later_drifted = True
         out[seg] = 1.0

@@ -46,7 +46,8 @@ def _age(sets, decay=0.5):
 def _kept(sets, t=5, **kw):
     cfg = _cfg(**kw)
     S = WeightedSet.concat(sets, cfg.dim)
-    return drift_mod.drift_kept(cfg, NoiseSource(SEED), sets, S, _age(sets), 2, t)
+    noise = NoiseSource(SEED)
+    return drift_mod.drift_kept(cfg, noise, sets, S, _age(sets), 2, t, epochs_mod.Partitions(cfg, noise, S, 2, t))
 
 
 def test_the_permutation_test_calls_exchangeable_epochs_drifted_at_about_its_level():
@@ -104,10 +105,10 @@ _RAW = {"n": 0}  # what a broken rule could read besides the released sets: the 
 _ORIG = drift_mod.drift_kept
 
 
-def _broken_rule(cfg, noise, sets, S, factor, epoch, t):
-    """A rule that also reads the raw stream: it decays every old epoch by age when the last tick held an
-    odd number of points."""
-    return factor.copy() if _RAW["n"] % 2 else _ORIG(cfg, noise, sets, S, factor, epoch, t)
+def _broken_rule(cfg, noise, sets, S, factor, epoch, t, partitions):
+    """A rule that also reads the raw stream: it keeps the clusters rule's factors when the last tick held
+    an odd number of points."""
+    return factor.copy() if _RAW["n"] % 2 else _ORIG(cfg, noise, sets, S, factor, epoch, t, partitions)
 
 
 def _replay_matches(monkeypatch, broken: bool) -> bool:
@@ -155,8 +156,9 @@ def test_an_in_order_engine_keeps_the_epochs_it_drifted_away_from():
     sets = [s for s in list(e.epoch_coresets) + [e.mr.released()] if len(s)]
     S = WeightedSet.concat(sets, cfg.dim)
     ep = np.concatenate([np.full(len(s), i) for i, s in enumerate(sets)])
-    clusters = epochs_mod._stopped_clusters_kept(cfg, e.noise, sets, S, _age(sets), e.epoch, e.t)
-    out = drift_mod.drift_kept(cfg, e.noise, sets, S, clusters, e.epoch, e.t)
+    parts = epochs_mod.Partitions(cfg, e.noise, S, e.epoch, e.t)
+    clusters = epochs_mod._stopped_clusters_kept(cfg, e.noise, sets, S, _age(sets), e.epoch, e.t, partitions=parts)
+    out = drift_mod.drift_kept(cfg, e.noise, sets, S, clusters, e.epoch, e.t, parts)
     assert np.all(clusters[(ep == 1) | (ep == 2)] < 1.0) and np.all(out[(ep == 1) | (ep == 2)] == 1.0)
     assert np.all(out[ep == len(sets) - 1] == 1.0) and np.all(out >= clusters)
 
