@@ -68,6 +68,29 @@ def test_the_permutation_test_calls_exchangeable_epochs_drifted_at_about_its_lev
     assert all(drift_mod.drifted(lab, np.ones(60), is_old, 8, rng) for _ in range(20))
 
 
+def test_the_batched_test_decides_as_all_relabellings_at_once():
+    """The test stops at the first batch that decides "no"; its answer is that of all _PERMUTATIONS
+    relabellings drawn at once from the same generator (over stationary, drifted and borderline cases)."""
+    def full(lab, w, is_old, k, rng):
+        total = np.bincount(lab, weights=w, minlength=k)
+        obs = drift_mod._overlap(np.bincount(lab[is_old], weights=w[is_old], minlength=k)[None, :], total)[0]
+        R, m = drift_mod._PERMUTATIONS, int(is_old.sum())
+        pick = np.argpartition(rng.random((R, is_old.size)), m - 1, axis=1)[:, :m]
+        old = np.bincount((lab[pick] + k * np.arange(R)[:, None]).ravel(), weights=w[pick].ravel(),
+                          minlength=R * k).reshape(R, k)
+        return (1 + np.count_nonzero(drift_mod._overlap(old, total) <= obs)) / (1 + R) <= drift_mod._ALPHA
+
+    rng = np.random.default_rng(9)
+    answers = set()
+    for shift in np.linspace(0.0, 1.0, 30):  # from exchangeable to old points in cells of their own
+        lab = np.r_[rng.integers(0, 8, 20) * (rng.uniform(size=20) > shift), rng.integers(1, 8, 30)]
+        w, is_old = rng.uniform(1, 3, 50), np.r_[np.ones(20, bool), np.zeros(30, bool)]
+        got = drift_mod.drifted(lab, w, is_old, 8, np.random.default_rng(int(shift * 1000)))
+        assert got == full(lab, w, is_old, 8, np.random.default_rng(int(shift * 1000)))
+        answers.add(got)
+    assert answers == {True, False}
+
+
 def test_a_stationary_stream_decays_exactly_by_age():
     rng = np.random.default_rng(1)
     sets = [_set(rng, [(0, 0), (30, 0), (0, 30)], n) for n in (10, 20, 40, 8)]  # the open epoch young
