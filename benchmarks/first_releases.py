@@ -28,9 +28,12 @@ pending block goes through A), what the release at TICK could be were the user t
 ``--diagnose TICK`` prints, per seed, what the release of tick TICK is made of: each epoch's coreset
 (closed epochs, then the open one: its points, its released mass, the weight factor the release fit gives
 it, and the cost ratio of a k-means fit of that coreset alone), the release's own ratio and that of an
-unweighted fit of the union — all against the prefix's optimum — and the points still waiting in the
-open epoch's blocks (an exact count read from the engine: operator telemetry for this benchmark, never
-part of a release).
+unweighted fit of the union (the release's ``n_init``) — all against the prefix's optimum — and the points
+still waiting in the open epoch's blocks (an exact count read from the engine: operator telemetry for this
+benchmark, never part of a release). On a labelled set it adds, from the benchmark's ground truth, how
+many true clusters each epoch's points lie nearest to and how far from their means, and the cost of the
+union partitioned by true cluster (each center the weighted mean of the released points nearest to one
+true mean): the floor of any fit that reweighs or regroups these released sets.
 
     .venv/bin/python benchmarks/first_releases.py blobs_1e5 --eps 0.5 --seeds 3 --diagnose 10
 """
@@ -67,9 +70,12 @@ def references(ds, prefixes: bool, cache: str) -> dict:
     return ref
 
 
-def diagnose(m, X: np.ndarray, k: int, opt: float) -> str:
+def diagnose(m, X: np.ndarray, k: int, opt: float, y=None) -> str:
     """What the current release of the estimator ``m`` is made of (see ``--diagnose``): post-processing of
-    its released sets, scored on the prefix ``X`` against its optimum ``opt``."""
+    its released sets, scored on the prefix ``X`` against its optimum ``opt``. With the prefix's labels
+    ``y`` (benchmark ground truth, never the library's): per epoch the true clusters its points lie
+    nearest to and their distance to those means, and the union's labelled partition (each released point
+    to its nearest true mean, centers the weighted means): what a perfect fit of these sets could reach."""
     from dpstream.offline import cluster_coreset
     from dpstream.semicoresets import WeightedSet
 
@@ -78,16 +84,28 @@ def diagnose(m, X: np.ndarray, k: int, opt: float) -> str:
     sets = list(e.epoch_coresets) + ([e.mr.released()] if e.mr is not None else [])
     newest = max((i for i, s in enumerate(sets) if len(s)), default=0)
 
-    def ratio(S) -> float:
-        c = cluster_coreset(S.points, S.weights, k, cfg.objective, np.random.default_rng(0), cfg.center_vec, n_init=3)
+    def ratio(S) -> float:  # as many restarts as the release's own fit (fewer gave local optima at k = 64)
+        c = cluster_coreset(S.points, S.weights, k, cfg.objective, np.random.default_rng(0), cfg.center_vec,
+                            n_init=cfg.n_init)
         return kmeans_cost(X, c) / opt
+
+    labs = np.unique(y) if y is not None else np.zeros(0)
+    means = np.array([X[y == c].mean(axis=0) for c in labs]) if len(labs) else None
+
+    def truth(S) -> tuple:  # (nearest true cluster of each point, its distance to that mean)
+        d2 = ((S.points[:, None, :] - means[None]) ** 2).sum(axis=-1)
+        return d2.argmin(axis=1), np.sqrt(d2.min(axis=1))
 
     rows = []
     for i, S in enumerate(sets):
         tag = "open" if i == len(sets) - 1 and e.mr is not None else "closed"
         fit = float(cfg.release_epoch_decay) ** max(newest - i, 0) if len(S) else 0.0
-        rows.append(f"    epoch {i} ({tag}): {len(S)} points, mass {S.weights.sum():.0f}, fit factor {fit:.3g}, "
-                    f"alone {ratio(S) if len(S) else float('nan'):.2f}")
+        line = (f"    epoch {i} ({tag}): {len(S)} points, mass {S.weights.sum():.0f}, fit factor {fit:.3g}, "
+                f"alone {ratio(S) if len(S) else float('nan'):.2f}")
+        if means is not None and len(S):
+            near, dist = truth(S)
+            line += f", true clusters {len(np.unique(near))}, median distance to their means {np.median(dist):.3g}"
+        rows.append(line)
     U = WeightedSet.concat(sets, cfg.dim)
     waiting = e.mr.buffered() if e.mr is not None else 0
     # the budget a block has: A's public thresholds for the open epoch's parts (a leaf is kept from θ_keep
@@ -97,10 +115,15 @@ def diagnose(m, X: np.ndarray, k: int, opt: float) -> str:
         root, keep, branch = e.A.thresholds(e.mr.centers.shape[0], ("A", e.epoch, 0, 0))
         budget = (f"; M {e.block_size}, A's thresholds θ_keep {keep:.0f} θ_branch {branch:.0f} θ_root {root:.0f} "
                   f"(a ring's first block, {e.mr.centers.shape[0]} parts)")
-    return "\n".join([f"  tick {e.t}: release {kmeans_cost(X, m.cluster_centers_) / opt:.2f}, union unweighted "
-                      f"{ratio(U) if len(U) else float('nan'):.2f}, epoch {e.epoch}, waiting in open blocks "
-                      f"{waiting} points (not released); through A {e.n_points - waiting} of {e.n_points} points, "
-                      f"released mass {U.weights.sum():.0f}{budget}"] + rows)
+    head = (f"  tick {e.t}: release {kmeans_cost(X, m.cluster_centers_) / opt:.2f}, union unweighted "
+            f"{ratio(U) if len(U) else float('nan'):.2f}")
+    if means is not None and len(U):
+        near = truth(U)[0]
+        C = np.array([np.average(U.points[near == j], axis=0, weights=U.weights[near == j]) for j in np.unique(near)])
+        head += f", union by true cluster {kmeans_cost(X, C) / opt:.2f} ({len(C)} of {len(labs)} clusters)"
+    return "\n".join([head + f", epoch {e.epoch}, waiting in open blocks {waiting} points (not released); "
+                      f"through A {e.n_points - waiting} of {e.n_points} points, released mass "
+                      f"{U.weights.sum():.0f}{budget}"] + rows)
 
 
 def prefix_opt(ds, t: int, ref: dict, cache: str) -> float:
@@ -148,7 +171,8 @@ def main(argv=None):
             m.partial_fit(ds.X[(t - 1) * ds.tick:t * ds.tick], last=a.declare_end and t == last_tick)
             epochs.append(m.release_.epoch)
             if t == a.diagnose:
-                notes.append(diagnose(m, ds.X[:min(ds.n, t * ds.tick)], ds.k, prefix_opt(ds, t, ref, a.cache)))
+                notes.append(diagnose(m, ds.X[:min(ds.n, t * ds.tick)], ds.k, prefix_opt(ds, t, ref, a.cache),
+                                      None if ds.y is None else ds.y[:min(ds.n, t * ds.tick)]))
             if t in want:
                 ck[t] = kmeans_cost(ds.X[:min(ds.n, t * ds.tick)], m.cluster_centers_)
         if last_tick < ds.T:  # the prefix as a whole stream: its last release against the prefix's optimum

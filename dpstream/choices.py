@@ -58,6 +58,7 @@ class ReleaseDecayRule(_Choice):
     COVERED = "covered"  # only where a newer epoch has points nearby
     CLUSTERS = "clusters"  # only in the clusters (of a k-means fit of every epoch) that newer epochs fill too
     STOPPED = "stopped"    # as clusters, also for the first epoch and young newer epochs, on a finer fit
+    DRIFT = "drift"        # as stopped, where a permutation test says the whole old epoch drifted away
 
 
 class RingCenters(_Choice):

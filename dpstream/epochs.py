@@ -23,7 +23,7 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-from . import rules
+from . import drift_decay, rules
 from .coresets import sensitivity_sample
 from .offline import cluster_coreset
 from .params import EngineConfig
@@ -229,6 +229,10 @@ def release_fit_sample(cfg: EngineConfig, noise, sets, pts: np.ndarray, w: np.nd
         factor = _stopped_clusters_kept(cfg, noise, sets, S, factor, epoch, t)
     elif cfg.release_decay_rule == "stopped":
         factor = _stopped_clusters_kept(cfg, noise, sets, S, factor, epoch, t, stopped_rule=True)
+    elif cfg.release_decay_rule == "drift":  # the clusters rule, then whole epochs that drifted away
+        parts = Partitions(cfg, noise, S, epoch, t)  # a long stream's two rules ask for the same partition
+        factor = _stopped_clusters_kept(cfg, noise, sets, S, factor, epoch, t, partitions=parts)
+        factor = drift_decay.drift_kept(cfg, noise, sets, S, factor, epoch, t, parts)
     rng = noise.generator(("release", epoch, t, "B-fit"))
     return sensitivity_sample(S.points, S.weights * factor, cfg.s_b, cfg.n_clusters, rng, z)
 
@@ -270,8 +274,27 @@ _STOPPED_POINTS_PER_CLUSTER = 2
 _FALSE_STOPS = 0.05
 
 
+class Partitions:
+    """k-means partitions of every released point of a release fit (``S``: the epochs concatenated), each
+    k fitted once: the ``clusters`` rule's k under its own key ``("release", epoch, t, "B-fit clusters")``,
+    any other k under that key and k."""
+
+    def __init__(self, cfg: EngineConfig, noise, S: WeightedSet, epoch: int, t: int):
+        self.cfg, self.noise, self.S, self.epoch, self.t = cfg, noise, S, epoch, t
+        self.own_k = max(1, min(cfg.n_clusters, len(S) // _POINTS_PER_CLUSTER))
+        self._labels = {}
+
+    def labels(self, k: int) -> np.ndarray:
+        if k not in self._labels:
+            key = ("release", self.epoch, self.t, "B-fit clusters") + (() if k == self.own_k else (k,))
+            C = cluster_coreset(self.S.points, self.S.weights, k, self.cfg.objective, self.noise.generator(key),
+                                self.cfg.center_vec, n_init=1)
+            self._labels[k] = nearest_center(self.S.points, C)[0]
+        return self._labels[k]
+
+
 def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, factor: np.ndarray, epoch: int,
-                           t: int, stopped_rule: bool = False) -> np.ndarray:
+                           t: int, stopped_rule: bool = False, partitions: Optional[Partitions] = None) -> np.ndarray:
     """``release_decay_rule="clusters"``: the age decay applies to an old epoch's points only in the clusters
     that newer epochs still fill. The clusters are a k-means fit of every epoch's points at full weight
     (under its own key, at most one center per ``_POINTS_PER_CLUSTER`` points); an old epoch's points in a
@@ -294,9 +317,12 @@ def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, facto
     # a fit with about as many centers as points makes every old point a cluster of its own, which no newer
     # point shares: a few coarse leaf means would all count as stopped
     k = max(1, min(cfg.n_clusters, len(S) // (_STOPPED_POINTS_PER_CLUSTER if stopped_rule else _POINTS_PER_CLUSTER)))
-    C = cluster_coreset(S.points, S.weights, k, cfg.objective, noise.generator(("release", epoch, t, "B-fit clusters")),
-                        cfg.center_vec, n_init=1)
-    lab = nearest_center(S.points, C)[0]
+    if partitions is not None and not stopped_rule:
+        lab = partitions.labels(k)
+    else:
+        C = cluster_coreset(S.points, S.weights, k, cfg.objective,
+                            noise.generator(("release", epoch, t, "B-fit clusters")), cfg.center_vec, n_init=1)
+        lab = nearest_center(S.points, C)[0]
     ep = np.concatenate([np.full(len(s), i) for i, s in enumerate(sets)])
     w = np.maximum(S.weights, 0.0)
     out = factor.copy()

@@ -160,10 +160,12 @@ class MergeReduce:
       release_epoch_decay: the release's k centers are fitted with each epoch's weights times this
         factor per epoch of age, in (0, 1]; the released coreset keeps its weights.
       release_decay_rule: which old points that decay applies to
-        (:class:`~dpstream.choices.ReleaseDecayRule`); the default ``clusters`` spares an old epoch's
-        points in the clusters (of a k-means fit of every released epoch) that the newer epochs no
-        longer fill (:func:`dpstream.epochs.release_fit_sample`); ``stopped`` applies that test to the first
-        epoch too and as soon as the newer epochs have released enough points to tell (an option).
+        (:class:`~dpstream.choices.ReleaseDecayRule`); ``clusters`` spares an old epoch's points in the
+        clusters (of a k-means fit of every released epoch) that the newer epochs no longer fill
+        (:func:`dpstream.epochs.release_fit_sample`); the default ``drift`` does that and also spares every
+        point of an old epoch that a permutation test says the newer epochs drifted away from
+        (:mod:`dpstream.drift_decay`); ``stopped`` applies the clusters test to the first epoch too and as
+        soon as the newer epochs have released enough points to tell (an option).
       release_cover_factor: with the ``covered`` rule, an old point decays when a newer epoch's point is
         within this many times the newer points' spacing (> 0).
     """
@@ -183,7 +185,7 @@ class MergeReduce:
     first_flush_leaves: float = 1.0
     coreset_size: Optional[int] = None
     release_epoch_decay: float = 0.5
-    release_decay_rule: ReleaseDecayRule = ReleaseDecayRule.CLUSTERS
+    release_decay_rule: ReleaseDecayRule = ReleaseDecayRule.DRIFT
     release_cover_factor: float = 3.0
 
 

@@ -21,14 +21,16 @@ from dpstream.algorithm_version import ALGORITHM_VERSION
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpstream.noise.UnsafeSeedWarning")
 
-# the digest of the two runs below, by version
+# the digest of the runs below, by version
 # (3: the release fit's age decay spares clusters that stopped arriving: the shuffled stream releases what
 # it released under 2, the stream in cluster order does not; 4: the first flush waits for a DP count that
 # can fill one of A's leaves — the two streams above release what they released under 3, and the digest
-# covers a third, of small ticks, which does not)
+# covers a third, of small ticks, which does not; 5: whole epochs a permutation test says the stream drifted
+# away from keep their weight — the shuffled stream releases what it released under 4)
 DIGESTS = {2: "00a1e3e9c1a0e53761f36c00512e368f484ba2a743ae0ebcc1bce380d268e473",
            3: "29a3b67a78b927c07827247b740b9d5e0c5ff7e3bf3dc49cf3774cf7b9ab842b",
-           4: "4b020335ebb0ecc0fce96f521a5e47244ce54ca0f630117ca02a13fe57d0f535"}
+           4: "4b020335ebb0ecc0fce96f521a5e47244ce54ca0f630117ca02a13fe57d0f535",
+           5: "5f3d0b68d7634b18ab385a8265ac097eb0de750c487ef88fb6989c79ea9199a2"}
 
 
 def _rounded(x):
@@ -84,14 +86,23 @@ def test_the_default_runs_releases_change_only_with_the_algorithm_version():
 # constants of the release fit's rule that the two streams above do not exercise at every value (a cluster of
 # an old epoch with few points, the one-center-per-points cap): pinned to the version, so changing one
 # without a bump fails here
-RULE_CONSTANTS = {3: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2}}
-RULE_CONSTANTS[4] = RULE_CONSTANTS[3]
+# (a name "module.constant" is dpstream.module's; a bare name is dpstream.epochs')
+RULE_CONSTANTS = {3: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2},
+                  4: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2},
+                  5: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2,
+                      "drift_decay._POINTS_PER_CLUSTER": 2, "drift_decay._PERMUTATIONS": 200,
+                      "drift_decay._ALPHA": 0.01}}
+
+
+def _constant(name: str):
+    import importlib
+
+    module, _, attr = name.rpartition(".")
+    return getattr(importlib.import_module(f"dpstream.{module or 'epochs'}"), attr)
 
 
 def test_the_release_rules_constants_change_only_with_the_algorithm_version():
-    import dpstream.epochs as epochs
-
-    got = {name: getattr(epochs, name) for name in RULE_CONSTANTS[max(RULE_CONSTANTS)]}
+    got = {name: _constant(name) for name in RULE_CONSTANTS[max(RULE_CONSTANTS)]}
     assert ALGORITHM_VERSION in RULE_CONSTANTS, f"record the rule's constants of version {ALGORITHM_VERSION}: {got}"
     assert got == RULE_CONSTANTS[ALGORITHM_VERSION], (
         f"the release rule's constants changed ({got}): bump ALGORITHM_VERSION in dpstream/algorithm_version.py "

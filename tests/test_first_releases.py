@@ -247,7 +247,7 @@ def test_the_covered_decay_keeps_old_clusters_that_stopped_arriving():
     out = epochs_mod._uncovered_kept([old, new], factor, 6.0)
     assert np.all(out[:50] == 0.5) and np.all(out[50:100] == 1.0) and np.all(out[100:] == 1.0)
     with pytest.raises(ValueError, match="release_decay_rule"):
-        _cfg(release_decay_rule="drift")
+        _cfg(release_decay_rule="nearby")
 
 
 def test_the_first_flush_rule():

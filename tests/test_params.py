@@ -39,7 +39,7 @@ UNIT = dict(n_clusters=2, dim=2, radius=10.0, epsilon=4, horizon_ticks=16, runs=
 _REST = {"n_trees": 1, "grid_levels": 6, "n_reps": 1}
 # the parameters added after the flat dataclass come last, at their defaults (n_init's default became 10
 # with them)
-_LATER = {"flush_growth": 0.5, "flush_min_blocks": 0.5, "root_tail": "block", "release_decay_rule": "clusters",
+_LATER = {"flush_growth": 0.5, "flush_min_blocks": 0.5, "root_tail": "block", "release_decay_rule": "drift",
           "release_cover_factor": 3.0, "ring_tolerance": 1e-6}
 EXPECTED = {
     "default": {

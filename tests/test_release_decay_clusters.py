@@ -154,7 +154,7 @@ def test_the_rule_keeps_the_clusters_a_drifting_engine_stopped_receiving():
 def test_the_plan_does_not_depend_on_the_rule():
     assert PrivacyPlan.build(_cfg()).to_dict() == PrivacyPlan.build(_cfg(release_decay_rule="age")).to_dict()
     with pytest.raises(ValueError, match="release_decay_rule"):
-        _cfg(release_decay_rule="drift")
+        _cfg(release_decay_rule="nearby")
 
 
 # -- release_decay_rule="stopped": the same test of shares, for the first epoch too and without waiting for

@@ -600,11 +600,12 @@ def test_batch_job_with_ring_tolerance_releases_what_the_engine_releases(tmp_pat
     assert got == want
 
 
-def test_batch_job_with_the_cluster_decay_rule_releases_what_the_engine_releases(tmp_path, seed_file):
-    """release_decay_rule="clusters" (the default: the release fit's age decay only where newer epochs still
-    fill a cluster, under its own key): on a stream whose two first clusters stop arriving at tick 9, the
-    rule keeps them (the engine's releases differ from the age rule's), and the job's ReleaseCoreset and
-    EpochClose stages, calling the same step, release exactly the engine's."""
+def test_batch_job_with_the_cluster_decay_rule_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
+    """release_decay_rule="clusters" (the release fit's age decay only where newer epochs still fill a
+    cluster, under its own key): on a stream whose two first clusters stop arriving at tick 9, the rule keeps
+    them (the engine's releases differ from the age rule's), and the job's ReleaseCoreset and EpochClose
+    stages, calling the same step, release exactly the engine's."""
+    _engine_overrides(monkeypatch, dict(release_decay_rule="clusters"))
     rng = np.random.default_rng(5)
     T, per = 30, 200
     ticks = []
@@ -617,6 +618,23 @@ def test_batch_job_with_the_cluster_decay_rule_releases_what_the_engine_releases
     assert cfg.release_decay_rule == "clusters"
     assert got == want and len(got) == T
     assert want != _engine_run(cfg.with_(release_decay_rule="age"), seed_file, ticks)
+
+
+def test_batch_job_with_the_drift_decay_rule_releases_what_the_engine_releases(tmp_path, seed_file):
+    """release_decay_rule="drift" (the default: the clusters rule, and whole old epochs a permutation test
+    under the release's key says the stream drifted away from): on a stream in cluster order (three
+    clusters, one after the other) the engine's releases differ from the clusters rule's, and the job's
+    stages, calling the same step, release exactly the engine's."""
+    rng = np.random.default_rng(6)
+    T, per = 24, 200
+    centers = [(-6.0, -6.0), (6.0, -6.0), (0.0, 7.0)]
+    ticks = [rng.normal(size=(per, 2)) * 0.7 + np.array(centers[min(t // 6, 2)]) for t in range(T)]
+    got, want, job = _job_and_engine_on(np.vstack(ticks), tmp_path, seed_file, radius=12, k=3, tick_size=per,
+                                        horizon=T, epsilon=2)
+    cfg = job_mod.engine_config(job)
+    assert cfg.release_decay_rule == "drift"
+    assert got == want and len(got) == T
+    assert want != _engine_run(cfg.with_(release_decay_rule="clusters"), seed_file, ticks)
 
 
 def test_batch_job_with_the_stopped_decay_rule_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
