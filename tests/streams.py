@@ -1,4 +1,4 @@
-"""Small test streams and probes shared by the flush-schedule tests (tests/ is on sys.path under pytest)."""
+"""Small test streams and probes shared by the flush-schedule and release-decay tests (on sys.path under pytest)."""
 from __future__ import annotations
 
 import numpy as np
@@ -26,3 +26,31 @@ def record_ring_releases(monkeypatch) -> list:
 
     monkeypatch.setattr(mr_mod.RingMergeReduce, "release_block", release_block)
     return seen
+
+
+def release_fit_replays(cfg, seed: bytes, ticks: list, other_ticks: list, raw: dict, min_epochs: int = 2) -> bool:
+    """Run an engine on ``ticks``, then another on ``other_ticks`` (other raw points); replay the first
+    engine's last release fit sample from its released epoch coresets and keyed noise alone. True when the
+    replay equals the engine's fit sample. ``raw["n"]`` holds each tick's exact size while it runs: what a
+    broken decay rule could read besides the released sets."""
+    import dpstream.epochs as epochs_mod
+    from dpstream import Engine
+    from dpstream.noise import NoiseSource
+    from dpstream.semicoresets import WeightedSet
+
+    def run(stream):
+        e = Engine(cfg, seed)
+        for x in stream:
+            raw["n"] = len(x)
+            e.step(x)
+        return e
+
+    e = run(ticks)
+    assert len(e.epoch_coresets) >= min_epochs
+    got = e._released.coreset
+    sets, t, ep = list(e.epoch_coresets) + [e.mr.released()], e.t, e.epoch
+    run(other_ticks)
+    S = WeightedSet.concat(sets, cfg.dim)
+    pts, w = epochs_mod.release_sample(cfg, NoiseSource(seed), S, ep, t, cfg.z)
+    fp, fw = epochs_mod.release_fit_sample(cfg, NoiseSource(seed), sets, pts, w, ep, t, cfg.z)
+    return np.array_equal(fp, got.fit_points) and np.array_equal(fw, got.fit_weights)

@@ -24,6 +24,7 @@ from dpstream import Engine, EngineConfig
 from dpstream.noise import NoiseSource
 from dpstream.privacy import PrivacyPlan
 from dpstream.semicoresets import WeightedSet
+from streams import release_fit_replays
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpstream.noise.UnsafeSeedWarning")
 
@@ -104,29 +105,13 @@ _ORIG = epochs_mod._stopped_clusters_kept
 
 
 def _replay_matches(monkeypatch, broken: bool, rule: str = "clusters") -> bool:
-    """Run an engine on a drifting stream, then another on a different raw stream; replay the first
-    engine's last release fit from its released epoch coresets and keyed noise alone. True when the
-    replay gives the first engine's fit sample exactly."""
+    """The replay of a drifting engine's last release fit from its released sets (tests/streams.py), the
+    second engine on other raw points whose last tick holds one point more."""
     if broken:
         monkeypatch.setattr(epochs_mod, "_stopped_clusters_kept", _broken_rule)
-    cfg = _cfg(epsilon=2.0, release_decay_rule=rule)
-
-    def run(ticks):
-        e = Engine(cfg, SEED)
-        for x in ticks:
-            _RAW["n"] = len(x)
-            e.step(x)
-        return e
-
-    e = run(_drifting_ticks(np.random.default_rng(3), 0.0))  # last tick: 2000 points
-    assert len(e.epoch_coresets) >= 3
-    got = e._released.coreset
-    sets, t, ep = list(e.epoch_coresets) + [e.mr.released()], e.t, e.epoch
-    run(_drifting_ticks(np.random.default_rng(4), 3.0, last_extra=1))  # other raw points; last tick: 2001
-    S = WeightedSet.concat(sets, cfg.dim)
-    pts, w = epochs_mod.release_sample(cfg, NoiseSource(SEED), S, ep, t, cfg.z)
-    fp, fw = epochs_mod.release_fit_sample(cfg, NoiseSource(SEED), sets, pts, w, ep, t, cfg.z)
-    return np.array_equal(fp, got.fit_points) and np.array_equal(fw, got.fit_weights)
+    return release_fit_replays(_cfg(epsilon=2.0, release_decay_rule=rule), SEED,
+                               _drifting_ticks(np.random.default_rng(3), 0.0),
+                               _drifting_ticks(np.random.default_rng(4), 3.0, last_extra=1), _RAW, min_epochs=3)
 
 
 def test_the_rule_reads_the_released_sets_alone(monkeypatch):

@@ -21,6 +21,7 @@ from dpstream import Engine, EngineConfig
 from dpstream.noise import NoiseSource
 from dpstream.privacy import PrivacyPlan
 from dpstream.semicoresets import WeightedSet
+from streams import release_fit_replays
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpstream.noise.UnsafeSeedWarning")
 
@@ -135,29 +136,12 @@ def _broken_rule(cfg, noise, sets, S, factor, epoch, t, partitions):
 
 
 def _replay_matches(monkeypatch, broken: bool) -> bool:
-    """Run an engine on an in-order stream, then another on different raw points; replay the first engine's
-    last release fit from its released epoch coresets and keyed noise alone. True when the replay gives
-    the first engine's fit sample exactly."""
+    """The replay of an in-order engine's last release fit from its released sets (tests/streams.py), the
+    second engine on other raw points whose last tick holds one point more."""
     if broken:
         monkeypatch.setattr(drift_mod, "drift_kept", _broken_rule)
-    cfg = _cfg(epsilon=2.0)
-
-    def run(ticks):
-        e = Engine(cfg, SEED)
-        for x in ticks:
-            _RAW["n"] = len(x)
-            e.step(x)
-        return e
-
-    e = run(_in_order_ticks(np.random.default_rng(4), 0.0))  # last tick: 1000 points
-    assert len(e.epoch_coresets) >= 2
-    got = e._released.coreset
-    sets, t, ep = list(e.epoch_coresets) + [e.mr.released()], e.t, e.epoch
-    run(_in_order_ticks(np.random.default_rng(5), 3.0, last_extra=1))  # other raw points; last tick: 1001
-    S = WeightedSet.concat(sets, cfg.dim)
-    pts, w = epochs_mod.release_sample(cfg, NoiseSource(SEED), S, ep, t, cfg.z)
-    fp, fw = epochs_mod.release_fit_sample(cfg, NoiseSource(SEED), sets, pts, w, ep, t, cfg.z)
-    return np.array_equal(fp, got.fit_points) and np.array_equal(fw, got.fit_weights)
+    return release_fit_replays(_cfg(epsilon=2.0), SEED, _in_order_ticks(np.random.default_rng(4), 0.0),
+                               _in_order_ticks(np.random.default_rng(5), 3.0, last_extra=1), _RAW)
 
 
 def test_the_rule_reads_the_released_sets_alone(monkeypatch):

@@ -620,11 +620,16 @@ def test_batch_job_with_the_cluster_decay_rule_releases_what_the_engine_releases
     assert want != _engine_run(cfg.with_(release_decay_rule="age"), seed_file, ticks)
 
 
-def test_batch_job_with_the_drift_decay_rule_releases_what_the_engine_releases(tmp_path, seed_file):
+@pytest.mark.parametrize("rule", ["drift", "stopped"])
+def test_batch_job_with_a_drift_aware_decay_rule_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch,
+                                                                                   rule):
     """release_decay_rule="drift" (the default: the clusters rule, and whole old epochs a permutation test
-    under the release's key says the stream drifted away from): on a stream in cluster order (three
-    clusters, one after the other) the engine's releases differ from the clusters rule's, and the job's
-    stages, calling the same step, release exactly the engine's."""
+    under the release's key says the stream drifted away from) and "stopped" (the first epoch judged too, a
+    cluster judged once the newer epochs would have released points in it): on a stream in cluster order
+    (three clusters, one after the other) the engine's releases differ from the "clusters" rule's, and the
+    job's stages, calling the same step, release exactly the engine's."""
+    if rule != "drift":  # the default needs no override
+        _engine_overrides(monkeypatch, dict(release_decay_rule=rule))
     rng = np.random.default_rng(6)
     T, per = 24, 200
     centers = [(-6.0, -6.0), (6.0, -6.0), (0.0, 7.0)]
@@ -632,25 +637,7 @@ def test_batch_job_with_the_drift_decay_rule_releases_what_the_engine_releases(t
     got, want, job = _job_and_engine_on(np.vstack(ticks), tmp_path, seed_file, radius=12, k=3, tick_size=per,
                                         horizon=T, epsilon=2)
     cfg = job_mod.engine_config(job)
-    assert cfg.release_decay_rule == "drift"
-    assert got == want and len(got) == T
-    assert want != _engine_run(cfg.with_(release_decay_rule="clusters"), seed_file, ticks)
-
-
-def test_batch_job_with_the_stopped_decay_rule_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
-    """release_decay_rule="stopped" (the first epoch judged too, a cluster judged once the newer epochs would
-    have released points in it): on a stream in cluster order (three clusters, one after the other) the
-    engine's releases differ from the "clusters" rule's, and the job, calling the same step, releases exactly
-    the engine's."""
-    _engine_overrides(monkeypatch, dict(release_decay_rule="stopped"))
-    rng = np.random.default_rng(6)
-    T, per = 24, 200
-    centers = [(-6.0, -6.0), (6.0, -6.0), (0.0, 7.0)]
-    ticks = [rng.normal(size=(per, 2)) * 0.7 + np.array(centers[min(t // 6, 2)]) for t in range(T)]
-    got, want, job = _job_and_engine_on(np.vstack(ticks), tmp_path, seed_file, radius=12, k=3, tick_size=per,
-                                        horizon=T, epsilon=2)
-    cfg = job_mod.engine_config(job)
-    assert cfg.release_decay_rule == "stopped"
+    assert cfg.release_decay_rule == rule
     assert got == want and len(got) == T
     assert want != _engine_run(cfg.with_(release_decay_rule="clusters"), seed_file, ticks)
 
