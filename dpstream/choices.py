@@ -44,8 +44,6 @@ class FlushSchedule(_Choice):
     FIRST = "first"    # tick 1 only
     DYADIC = "dyadic"  # also at powers of two with no flush since t/2
     COUNT = "count"    # also once the DP count estimate has grown by flush_growth since the last flush
-    CANDIDATES = "candidates"  # also once the bicriteria's candidate set F has grown since the last flush
-    EPOCH = "epoch"    # also, from the second epoch on, each flush_growth of the open epoch's starting DP count
 
 
 class RootTail(_Choice):

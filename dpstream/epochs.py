@@ -57,16 +57,15 @@ def adopt_now(cfg: EngineConfig, t: int, grown: bool, count: Optional[float], co
 
 
 def flush_now(cfg: EngineConfig, t: int, adopt: bool, final: bool, last_flush: int, count: Optional[float] = None,
-              last_count: float = 0.0, block_size: int = 0, leaf_threshold: float = 0.0, n_candidates: int = 0,
-              last_candidates: int = 0, epoch: int = 0, epoch_count: float = 0.0) -> bool:
+              last_count: float = 0.0, block_size: int = 0, leaf_threshold: float = 0.0) -> bool:
     """Does every ring release its pending block at tick t? At an epoch change, at the horizon, and at
     the public flush ticks of the ``"horizon"`` schedule (:func:`dpstream.rules.flush_tick`; ``last_flush``
     is the last tick that flushed, 0 before any; ``count``: tick t's DP count estimate, ``last_count``:
     the estimate at that flush; ``leaf_threshold``: A's keep threshold θ_k, which the first flush waits for
-    ``first_flush_leaves`` times; ``n_candidates``: |F_t|, ``last_candidates``: |F| at the last flush)."""
+    ``first_flush_leaves`` times)."""
     return adopt or final or (cfg.epoch_schedule == "horizon" and rules.flush_tick(
         t, last_flush, cfg.flush_schedule, count, last_count, cfg.flush_min_blocks * block_size, cfg.flush_growth,
-        cfg.first_flush_leaves * leaf_threshold, n_candidates, last_candidates, epoch, epoch_count))
+        cfg.first_flush_leaves * leaf_threshold))
 
 
 class ExternalCenters:
@@ -99,7 +98,6 @@ class EpochSchedule:
     ``step`` decides tick t's flags from public parameters and DP outputs only (P8) and advances."""
 
     leaf_threshold = 0.0  # (class default: a schedule pickled before the first flush waited for a leaf)
-    last_flush_bic = 1  # (class default: a schedule pickled before the candidates flush schedule)
 
     def __init__(self, cfg: EngineConfig, block_size: int, leaf_threshold: float = 0.0):
         """``leaf_threshold``: A's keep threshold θ_k (``A.leaf_threshold()``, public), the unit of
@@ -113,7 +111,6 @@ class EpochSchedule:
         self.adopted_bic = 1  # |F| when the open epoch started
         self.last_flush = 0  # the last tick every ring's block was released
         self.last_flush_count = 0.0  # the DP count estimate at that tick
-        self.last_flush_bic = 1  # |F| at that tick
 
     def step(self, t: int, count: Optional[float], n_candidates: int, release_changed: bool = False,
              end: bool = False):
@@ -126,11 +123,10 @@ class EpochSchedule:
         final = t == cfg.horizon_ticks or bool(end)
         adopt = adopt_now(cfg, t, grown, count, self.count0, self.epoch, self.epoch_start, self.block_size)
         flush = flush_now(cfg, t, adopt, final, self.last_flush, count, self.last_flush_count, self.block_size,
-                          self.leaf_threshold, n_candidates, self.last_flush_bic, self.epoch, self.count0)
+                          self.leaf_threshold)
         if flush:
             self.last_flush = t
             self.last_flush_count = 0.0 if count is None else float(count)
-            self.last_flush_bic = int(n_candidates)
         adopt = adopt and not final
         if adopt:
             self.count0 = count

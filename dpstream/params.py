@@ -122,11 +122,8 @@ class EngineConfig:
         _check(v["flush_schedule"] == FlushSchedule.FIRST or v["epoch_schedule"] == EpochSchedule.HORIZON,
                f"flush_schedule={v['flush_schedule'].value!r} needs epoch_schedule='horizon' (the other epoch "
                f"schedules flush at every epoch change)")
-        _check(v["flush_schedule"] != FlushSchedule.CANDIDATES or derived.bicriteria,
-               "flush_schedule='candidates' needs the bicriteria (bicriteria=True): its released candidate "
-               "centers F are what the flushes follow")
-        _check(v["flush_schedule"] not in (FlushSchedule.COUNT, FlushSchedule.EPOCH) or derived.bicriteria or v["privacy_split"][3] > 0,
-               f"flush_schedule={v['flush_schedule'].value!r} needs a DP count estimate: a stream-counter weight in privacy_split "
+        _check(v["flush_schedule"] != FlushSchedule.COUNT or derived.bicriteria or v["privacy_split"][3] > 0,
+               "flush_schedule='count' needs a DP count estimate: a stream-counter weight in privacy_split "
                "(its 4th weight) or the bicriteria")
         # set once, as a frozen dataclass's generated __init__ sets its fields
         for name, group in groups.items():

@@ -77,8 +77,7 @@ def max_epochs(horizon_ticks: int) -> int:
 
 
 def flush_tick(t: int, last_flush: int, schedule: str, count: Optional[float] = None, last_count: float = 0.0,
-               min_count: float = 0.0, growth: float = 0.5, first_count: float = 0.0, n_candidates: int = 0,
-               last_candidates: int = 0, epoch: int = 0, epoch_count: float = 0.0) -> bool:
+               min_count: float = 0.0, growth: float = 0.5, first_count: float = 0.0) -> bool:
     """Is tick t a scheduled flush, every ring's pending block released through A without an epoch
     change? A function of the tick index and of the last flush tick (itself a function of public
     ticks and DP counts: the epoch changes), never of a buffer's size.
@@ -113,27 +112,12 @@ def flush_tick(t: int, last_flush: int, schedule: str, count: Optional[float] = 
     its weights are zeroed), and those points, which enter A once, would be lost to every later
     release: emb784 at ε = 0.5 (θ_k ≈ 1,600 points, ticks of 1,000) released the ball's center until
     its first epoch change at tick ~33 (2.70× the prefix's optimum), and 2.3× from tick 2 with this rule.
-    Without a DP count (no stream counter nor bicriteria) tick 1 flushes, as with ``first_count`` = 0.
-
-    ``"candidates"``: when the bicriteria's candidate set F (released: ``n_candidates`` = |F_t|) has grown
-    since the last flush (``last_candidates`` = |F| then) and the DP count estimate by at least
-    ``min_count`` points: evidence, from DP outputs alone, that the stream reached places its rings had not
-    seen (a stream in cluster order whose new clusters would otherwise wait in open blocks past the last
-    flush), where a stream that keeps revisiting the same places adds no candidate and does not flush.
-    Post-processing of released DP outputs and public parameters, like ``"count"``."""
+    Without a DP count (no stream counter nor bicriteria) tick 1 flushes, as with ``first_count`` = 0."""
     t = int(t)
     if first_count > 0 and int(last_flush) == 0 and count is not None:
         return float(count) >= float(first_count)
     if t == 1:
         return True
-    if schedule == "epoch":
-        if count is None or int(epoch) == 0:
-            return False
-        c0 = max(float(last_count), 0.0)
-        return float(count) - c0 >= max(float(min_count), float(growth) * max(float(epoch_count), 0.0))
-    if schedule == "candidates":
-        grew = float(count) - max(float(last_count), 0.0) >= float(min_count) if count is not None else True
-        return int(n_candidates) > int(last_candidates) and grew
     if schedule == "count":
         if count is None:
             return False
