@@ -166,10 +166,12 @@ def main(argv=None):
     for s in range(a.seeds):
         m = DPStreamClusterer(ds.k, epsilon=a.eps, delta=1e-6, radius=ds.radius, center=ds.center, random_state=s,
                               tick_size=ds.tick, **({"horizon_ticks": ds.T} if a.exact else {}), **kw)
-        ck, epochs, notes = {}, [], []
+        ck, epochs, notes, flushes = {}, [], [], []
         for t in range(1, last_tick + 1):
             m.partial_fit(ds.X[(t - 1) * ds.tick:t * ds.tick], last=a.declare_end and t == last_tick)
             epochs.append(m.release_.epoch)
+            if m.engine_.schedule.last_flush == t:  # the schedule's flush ticks (public: DP outputs only)
+                flushes.append(t)
             if t == a.diagnose:
                 notes.append(diagnose(m, ds.X[:min(ds.n, t * ds.tick)], ds.k, prefix_opt(ds, t, ref, a.cache),
                                       None if ds.y is None else ds.y[:min(ds.n, t * ds.tick)]))
@@ -184,7 +186,8 @@ def main(argv=None):
         worst.append(max(ratios.values()) if ratios else float("nan"))
         changes = [t + 1 for t in range(1, len(epochs)) if epochs[t] != epochs[t - 1]]
         print(f"seed {s}: final {finals[-1]:.3f}  worst prefix {worst[-1]:.3f}  "
-              f"prefix {' '.join(f'{t}:{r:.2f}' for t, r in ratios.items())}  epoch changes {changes}", flush=True)
+              f"prefix {' '.join(f'{t}:{r:.2f}' for t, r in ratios.items())}  epoch changes {changes}  "
+              f"other flushes {[t for t in flushes if t not in changes and t != 1]}", flush=True)
         for note in notes:
             print(note, flush=True)
     stop = f", stopped at tick {last_tick} (final: its prefix)" if last_tick < ds.T else ""

@@ -218,3 +218,23 @@ def test_first_releases_stop_with_a_declared_end_puts_every_point_of_the_prefix_
     waiting = int(head(going_on).split("waiting in open blocks ")[1].split()[0])
     assert waiting > 0 and f"through A {3000 - waiting} of 3000 points" in head(going_on)
     assert "θ_keep" in head(ended)
+
+
+def test_first_releases_lists_the_flush_ticks_beyond_the_epoch_changes(tmp_path, capsys):
+    # the "other flushes" column: none under the default schedule (tick 1 and the epoch changes only), and
+    # under flush_schedule="count" the ticks it adds, none of them an epoch change
+    import first_releases
+
+    args = ["blobs_1e4", "--eps", "1", "--seeds", "1", "--no-prefix", "--cache", str(tmp_path)]
+
+    def seed_line(extra):
+        first_releases.main(args + extra)
+        rows = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("seed 0: ")]
+        assert len(rows) == 1
+        changes = json.loads(rows[0].split("epoch changes ")[1].split("  other")[0])
+        return changes, json.loads(rows[0].split("other flushes ")[1])
+
+    changes, other = seed_line([])
+    assert other == [] and changes
+    changes, other = seed_line(['flush_schedule="count"'])
+    assert other and not set(other) & set(changes) and 1 not in other
