@@ -187,7 +187,7 @@ def main(argv=None):
         changes = [t + 1 for t in range(1, len(epochs)) if epochs[t] != epochs[t - 1]]
         print(f"seed {s}: final {finals[-1]:.3f}  worst prefix {worst[-1]:.3f}  "
               f"prefix {' '.join(f'{t}:{r:.2f}' for t, r in ratios.items())}  epoch changes {changes}  "
-              f"other flushes {[t for t in flushes if t not in changes and t != 1]}", flush=True)
+              f"other flushes {[t for t in flushes[1:] if t not in changes]}", flush=True)
         for note in notes:
             print(note, flush=True)
     stop = f", stopped at tick {last_tick} (final: its prefix)" if last_tick < ds.T else ""

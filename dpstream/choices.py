@@ -41,7 +41,7 @@ class EpochSchedule(_Choice):
 
 class FlushSchedule(_Choice):
     """Ticks where every ring's pending block is released through A (:func:`dpstream.rules.flush_tick`)."""
-    FIRST = "first"    # tick 1 only
+    FIRST = "first"    # the first flush only (tick 1, or the first DP count that fills a leaf: first_flush_leaves)
     DYADIC = "dyadic"  # also at powers of two with no flush since t/2
     COUNT = "count"    # also once the DP count estimate has grown by flush_growth since the last flush
 

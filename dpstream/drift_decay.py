@@ -77,8 +77,8 @@ def drift_kept(cfg, noise, sets, S, factor: np.ndarray, epoch: int, t: int, part
     later_drifted = False
     for i in list(range(1, len(sets) - 1)) + [0]:
         seg, newer = ep == i, ep > i
-        if not seg.any() or not newer.any() or (i == 0 and not later_drifted):
-            continue
+        if not w[seg].sum() > 0 or not w[newer].sum() > 0 or (i == 0 and not later_drifted):
+            continue  # (an epoch without mass overlaps nothing: the test would call it drifted)
         both = seg | newer
         if not drifted(lab[both], w[both], seg[both], k, noise.generator(("release", epoch, t, "B-fit drift", i))):
             continue

@@ -154,8 +154,10 @@ class MergeReduce:
       flush_growth: with the ``count`` flush schedule, rings flush once the DP count estimate has grown
         by this factor of its value at the last flush (> 0).
       flush_min_blocks: ... and by at least this many blocks (M points) since it (≥ 0).
-      first_flush_leaves: the first flush (of any schedule) waits for the first tick whose DP count estimate
-        reaches this many of A's keep thresholds θ_k (≥ 0; 0: tick 1, whatever it holds). A block
+      first_flush_leaves: under the horizon epoch schedule, the first flush (of any flush schedule; an epoch
+        change or the final tick flushes regardless) waits for the first tick whose DP count estimate
+        reaches this many of A's keep thresholds θ_k (≥ 0; 0, or a run without a DP count: tick 1,
+        whatever it holds). A block
         below θ_k releases no leaf: flushed, its points would have had their one A call for nothing.
       release_epoch_decay: the release's k centers are fitted with each epoch's weights times this
         factor per epoch of age, in (0, 1]; the released coreset keeps its weights.

@@ -68,17 +68,24 @@ def state_bound(cfg: EngineConfig, svt_scale: float, block_size: int, n_f: int =
 
 def plan(cfg: EngineConfig, points_per_tick: Optional[float] = None) -> dict:
     """The plan as a dict: ``privacy_table``, ``epsilon``, ``delta``, ``block_size``,
-    ``first_full_block_tick`` (None without ``points_per_tick``), ``state_bound_floats`` (without
+    ``first_full_block_tick`` (None without ``points_per_tick``), ``first_flush_tick`` (the tick whose DP
+    count first reaches ``first_flush_points``, noise aside, under the horizon epoch schedule; None without
+    ``points_per_tick``), ``state_bound_floats`` (without
     the bicriteria; with it the bound grows with |F|, see docs/internals.md)."""
     e = _engine(cfg)
     M = int(e.block_size)
-    first = None
+    first = first_flush = None
+    # the first flush waits for a DP count of first_flush_leaves keep thresholds (0 without a DP count)
+    wait = float(cfg.first_flush_leaves) * e.schedule.leaf_threshold
     if points_per_tick:
         first = min(cfg.horizon_ticks, max(1, math.ceil(M / float(points_per_tick))))
+        if cfg.epoch_schedule == "horizon":
+            first_flush = min(cfg.horizon_ticks, max(1, math.ceil(wait / float(points_per_tick))))
     from .privacy import SECRET_SEED
     table = e.plan.table().replace(f"seed: {SECRET_SEED}", "seed: none (a plan, before any run)")
     return {"privacy_table": table, "epsilon": cfg.epsilon, "delta": cfg.delta, "block_size": M,
-            "first_full_block_tick": first, "horizon_ticks": cfg.horizon_ticks,
+            "first_full_block_tick": first, "first_flush_tick": first_flush, "first_flush_points": wait,
+            "horizon_ticks": cfg.horizon_ticks,
             "state_bound_floats": state_bound(cfg, e.plan.svt_scale, M) if not cfg.bicriteria else None}
 
 
@@ -89,9 +96,16 @@ def plan_text(cfg: EngineConfig, points_per_tick: Optional[float] = None) -> str
              f"block size M = {p['block_size']:,} points: a ring's noise is paid per block, so a release is "
              f"useful once blocks of M points are released"]
     if p["first_full_block_tick"] is not None:
-        lines.append(f"tick 1's release already holds tick 1's points (flushed, noisy); at {points_per_tick:,.0f} "
-                     f"points per tick the first full block is released at tick {p['first_full_block_tick']:,} "
-                     f"of {cfg.horizon_ticks:,}")
+        if p["first_flush_tick"] is None:
+            flush = ""
+        elif p["first_flush_tick"] == 1:
+            flush = "tick 1's release already holds tick 1's points (flushed, noisy); "
+        else:
+            flush = (f"the first release to hold points comes once the DP count reaches "
+                     f"{p['first_flush_points']:,.0f} points (enough for one of the semicoreset's leaves): about "
+                     f"tick {p['first_flush_tick']:,}, the ball's center before it; ")
+        lines.append(f"{flush}at {points_per_tick:,.0f} points per tick the first full block is released at tick "
+                     f"{p['first_full_block_tick']:,} of {cfg.horizon_ticks:,}")
     else:
         lines.append(f"the first full block is released at tick ⌈M / points per tick⌉ (of {cfg.horizon_ticks:,})")
     if p["state_bound_floats"] is not None:

@@ -93,7 +93,7 @@ def first_distinct_rows(a: np.ndarray) -> np.ndarray:
         return np.arange(n)
     if n * n * a.shape[1] <= _PAIRWISE_FLOATS:  # a few rows (k centers): compare every pair at once
         same = (a[:, None, :] == a[None, :, :]).all(axis=2)
-        np.fill_diagonal(same, True)  # a row is its own copy even with a NaN (as its bytes are)
+        np.fill_diagonal(same, True)
         return np.flatnonzero(same.argmax(axis=1) == np.arange(n))  # a row whose first equal is itself
     b = a + 0.0  # -0.0 + 0.0 = +0.0: rows equal as numbers have equal bytes
     rows = b.view(np.dtype((np.void, b.dtype.itemsize * b.shape[1]))).ravel()

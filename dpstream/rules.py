@@ -89,7 +89,8 @@ def flush_tick(t: int, last_flush: int, schedule: str, count: Optional[float] = 
     center). Flushing at every power of two instead cuts the blocks the epoch changes already close
     into small ones, whose leaves fall under A's thresholds (measured on blobs 1e4, median of 9
     seeds: 3.56 against 2.44; with this rule 2.44, the epoch changes cover every power of four).
-    ``"first"`` (the default): tick 1 only. Both flush tick 1 (the first release is a DP estimate). A
+    ``"first"`` (the default): the first flush only. Both flush first at tick 1 (the first release is a DP
+    estimate) or, with ``first_count``, at the first tick whose DP count reaches it. A
     flush closes each ring's block once, so a point still enters exactly one block.
 
     Why ``"first"`` stays the default: an early flush cannot know whether the stream goes on, and when

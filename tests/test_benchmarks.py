@@ -221,7 +221,7 @@ def test_first_releases_stop_with_a_declared_end_puts_every_point_of_the_prefix_
 
 
 def test_first_releases_lists_the_flush_ticks_beyond_the_epoch_changes(tmp_path, capsys):
-    # the "other flushes" column: none under the default schedule (tick 1 and the epoch changes only), and
+    # the "other flushes" column: none under the default schedule (the first flush and the epoch changes only), and
     # under flush_schedule="count" the ticks it adds, none of them an epoch change
     import first_releases
 

@@ -184,6 +184,27 @@ def test_plan_only_is_a_function_of_public_parameters_and_needs_no_data():
     assert p2["block_size"] == M
 
 
+def test_the_plan_says_from_which_tick_a_release_holds_points():
+    # ticks of 100 points at d = 64, fewer than one of A's leaves needs: the first flush waits for the DP
+    # count, and the plan's tick (noise aside) is the engine's within the count's noise
+    from dpstream.engine import Engine
+    from dpstream.params import EngineConfig
+    from dpstream.planning import plan, plan_text
+    cfg = EngineConfig(n_clusters=10, dim=64, radius=16.0, epsilon=1.0)
+    p = plan(cfg, 100)
+    assert p["first_flush_points"] > 100 and p["first_flush_tick"] == math.ceil(p["first_flush_points"] / 100) > 1
+    assert f"about tick {p['first_flush_tick']}," in plan_text(cfg, 100)
+    e = Engine(cfg, b"k" * 32)
+    rng = np.random.default_rng(2)
+    t = 0
+    while e.last_flush == 0:
+        t += 1
+        e.step(rng.normal(size=(100, 64)))
+    assert abs(t - p["first_flush_tick"]) <= 1
+    assert plan(cfg, 1000)["first_flush_tick"] == 1 and "tick 1's release already holds" in plan_text(cfg, 1000)
+    assert plan(cfg.with_(first_flush_leaves=0), 100)["first_flush_tick"] == 1
+
+
 def test_the_planned_state_bound_holds_on_a_stream():
     from dpstream.engine import Engine
     from dpstream.params import EngineConfig
