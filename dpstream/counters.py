@@ -58,18 +58,10 @@ class BinaryMechanism:
         self.noise_total = np.zeros(self.size, dtype=np.int64)  # Σ noise of the p-sums in t's expansion
 
     def node_noise(self, level: int, t: int) -> np.ndarray:
-        parts = []
-        for subkey, a, b in self.segments:
-            # drawn at once and dropped: the source's reset per-thread generator, the same draws as a new one
-            g = self.noise._drawing(self.key + subkey + ("node", level, t >> level), b - a)
-            scale = self.scale[a:b]
-            if self.mechanism == "gaussian":
-                parts.append(np.rint(g.normal(0.0, 1.0, b - a) * scale).astype(np.int64))
-            elif self.mechanism == "discrete_laplace":
-                p = -np.expm1(-1.0 / scale)
-                parts.append((g.geometric(p) - g.geometric(p)).astype(np.int64))
-            else:
-                raise ValueError(f"unknown mechanism {self.mechanism!r}")
+        # the noise source's integer noise, one scale per coordinate (the same draws, in the same order)
+        parts = [self.noise.int_noise(self.key + subkey + ("node", level, t >> level), b - a, self.mechanism,
+                                      self.scale[a:b])
+                 for subkey, a, b in self.segments]
         return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
     def step(self, update) -> np.ndarray:

@@ -239,7 +239,7 @@ class NoiseSource:
         return self._drawing(key, n).integers(low, high, size)
 
     def int_noise(self, key: tuple, size, mechanism: str, scale: float) -> np.ndarray:
-        """Integer noise of the mechanism named in the privacy plan."""
+        """Integer noise of the mechanism named in the privacy plan (``scale``: one, or one per coordinate)."""
         if mechanism == "gaussian":
             return self.gaussian_int(key, size, scale)
         if mechanism == "discrete_laplace":
