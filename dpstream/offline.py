@@ -22,9 +22,9 @@ def _pad(centers: np.ndarray, k: int, fill: np.ndarray) -> np.ndarray:
     return np.vstack([centers, np.repeat(fill[None, :], k - centers.shape[0], axis=0)])
 
 
-def cost(points: np.ndarray, centers: np.ndarray, weights=None, z: int = 2) -> float:
-    """Σ w(x)·dist(x, C)^z."""
-    _, dist = nearest_center(points, centers)
+def cost(points: np.ndarray, centers: np.ndarray, weights=None, z: int = 2, x2: np.ndarray = None) -> float:
+    """Σ w(x)·dist(x, C)^z (``x2``: :func:`nearest_center`'s Σx² of these points, if the caller has it)."""
+    _, dist = nearest_center(points, centers, x2)
     v = dist ** z
     return float(v.sum() if weights is None else (np.asarray(weights) * v).sum())
 
@@ -83,9 +83,7 @@ def _lloyd(points, weights, C, iters: int, tol: float, pre=None):
         if empty.any():
             far = np.argsort(-(weights * dmin))[:int(empty.sum())]
             C[np.flatnonzero(empty)[:far.size]] = points[far]
-    _, dist = nearest_center(points, C, x2)  # cost(points, C, weights, z=2), Σx² computed once
-    v = dist ** 2
-    return C, float((np.asarray(weights) * v).sum())
+    return C, cost(points, C, weights, z=2, x2=x2)  # Σx² computed once for every run
 
 
 def _prepared(points):
