@@ -277,11 +277,13 @@ _FALSE_STOPS = 0.05
 class Partitions:
     """k-means partitions of every released point of a release fit (``S``: the epochs concatenated), each
     k fitted once: the ``clusters`` rule's k under its own key ``("release", epoch, t, "B-fit clusters")``,
-    any other k under that key and k."""
+    any other k under that key and k (``points_per_cluster``: the rule's released points per center,
+    which sets its own k)."""
 
-    def __init__(self, cfg: EngineConfig, noise, S: WeightedSet, epoch: int, t: int):
+    def __init__(self, cfg: EngineConfig, noise, S: WeightedSet, epoch: int, t: int,
+                 points_per_cluster: int = _POINTS_PER_CLUSTER):
         self.cfg, self.noise, self.S, self.epoch, self.t = cfg, noise, S, epoch, t
-        self.own_k = max(1, min(cfg.n_clusters, len(S) // _POINTS_PER_CLUSTER))
+        self.own_k = max(1, min(cfg.n_clusters, len(S) // points_per_cluster))
         self._labels = {}
 
     def labels(self, k: int) -> np.ndarray:
@@ -316,13 +318,11 @@ def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, facto
     1.103 without the drift)."""
     # a fit with about as many centers as points makes every old point a cluster of its own, which no newer
     # point shares: a few coarse leaf means would all count as stopped
-    k = max(1, min(cfg.n_clusters, len(S) // (_STOPPED_POINTS_PER_CLUSTER if stopped_rule else _POINTS_PER_CLUSTER)))
-    if partitions is not None and not stopped_rule:
-        lab = partitions.labels(k)
-    else:
-        C = cluster_coreset(S.points, S.weights, k, cfg.objective,
-                            noise.generator(("release", epoch, t, "B-fit clusters")), cfg.center_vec, n_init=1)
-        lab = nearest_center(S.points, C)[0]
+    if partitions is None or stopped_rule:  # (a shared partition is the clusters rule's)
+        partitions = Partitions(cfg, noise, S, epoch, t,
+                                _STOPPED_POINTS_PER_CLUSTER if stopped_rule else _POINTS_PER_CLUSTER)
+    k = partitions.own_k
+    lab = partitions.labels(k)
     ep = np.concatenate([np.full(len(s), i) for i, s in enumerate(sets)])
     w = np.maximum(S.weights, 0.0)
     out = factor.copy()
