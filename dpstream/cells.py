@@ -80,6 +80,13 @@ def label(y: np.ndarray, part: np.ndarray, C: np.ndarray) -> np.ndarray:
     return lab
 
 
+def locate_dims(cfg) -> int:
+    """p, the projection's dimension the cells locate in, or 0 (full d): ``cells_locate_dims`` when it is
+    below d (a projection to p ≥ d dimensions would not be narrower: the cells then locate in full d)."""
+    p = cfg.cells_locate_dims
+    return p if 0 < p < cfg.dim else 0
+
+
 class Projected(NamedTuple):
     """The public keyed draws of the cells located in a projection (``cells_locate_dims`` = p): the tree's
     hyperplanes in the projection and the projection itself (rows scaled by 1/√p, so that E‖P·y‖² = ‖y‖²)."""

@@ -214,7 +214,7 @@ class BlackBoxA:
         point of the block is labelled with its part's nearest, and A's output is one noisy mean and
         noisy count per (part, cell): a partition that follows the data instead of the hyperplanes
         (:mod:`dpstream.cells`). The block then keeps its raw points until A.
-      cells_locate_dims: p > 0 (and < d; 0, the default: off) locates the cells in a keyed public
+      cells_locate_dims: p with 0 < p < d (0, the default: off; p ≥ d: full d as well) locates the cells in a keyed public
         Gaussian projection to p dimensions (rows clipped to the unit ball there): the tree hashes and
         sums there, the k centers are fitted there, and each point takes its projected row's nearest
         center. The cells' sums stay d-dimensional. Needs ``tree_cells``.

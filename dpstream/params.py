@@ -68,8 +68,6 @@ def _check_cells_options(v: dict) -> None:
     v["cells_locate_dims"], v["cells_lloyd_steps"], v["cells_lloyd_share"] = int(p), int(steps), float(g)
     for name in CELLS_OPTIONS:
         _check(not v[name] or f, f"{name} needs tree_cells > 0 (the options of A's cells)")
-    _check(not p or p < v["dim"], f"cells_locate_dims must be < dim ({v['dim']}) to project: 0 locates in "
-           f"full d, got {p!r}")
     _check(bool(steps) == bool(g), "cells_lloyd_steps and cells_lloyd_share go together: set both > 0 "
            "(Lloyd steps with their share of A's budget) or neither")
     _check(f + g < 1, f"tree_cells + cells_lloyd_share must be < 1 (the tree keeps the rest of A's budget), "

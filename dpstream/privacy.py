@@ -46,6 +46,7 @@ from typing import Dict, List, Optional, Tuple
 
 
 from .noise import SECRET_SEED, TEST_SEED
+from .cells import locate_dims
 from .params import EngineConfig
 
 # dp_accounting (and the scipy.stats it loads) is imported by the functions that account, not with the
@@ -397,7 +398,7 @@ class PrivacyPlan:
             if eps_lloyd:
                 eps_a -= eps_lloyd
             # the tree's and the Lloyd steps' sums are p-dimensional when the cells locate in a projection
-            d_loc = cfg.cells_locate_dims or d
+            d_loc = locate_dims(cfg) or d
             sens_c = m_c * rel1 * g
             a_count_scale = sens_c / (phi * eps_a)
             lines.append(LedgerLine("semicoreset A counts", "discrete_laplace", a_count_scale, sens_c, 1,

@@ -258,8 +258,8 @@ class TreeSemicoreset(Semicoreset):
         """(D, d) keyed hyperplanes; with cells located in a projection, the :class:`~dpstream.cells.Projected`
         draws (hyperplanes in the projection and the projection) instead."""
         D, d = self.cfg.tree_depth, self.cfg.dim
-        if self.cfg.cells_locate_dims:
-            return cells.draw_projected(self.noise, key, D, self.cfg.cells_locate_dims, d)
+        if cells.locate_dims(self.cfg):
+            return cells.draw_projected(self.noise, key, D, cells.locate_dims(self.cfg), d)
         return self.noise.generator(key + ("directions",), D * d).normal(size=(D, d))
 
     def open_block(self, centers, radii, key, directions=None):

@@ -49,7 +49,6 @@ def a_lines(plan):
 @pytest.mark.parametrize("kw, message", [
     (dict(cells_locate_dims=3), "cells_locate_dims needs tree_cells > 0"),
     (dict(cells_lloyd_steps=2, cells_lloyd_share=0.3), "cells_lloyd_steps needs tree_cells > 0"),
-    (dict(tree_cells=0.5, cells_locate_dims=8), "cells_locate_dims must be < dim (8)"),
     (dict(tree_cells=0.5, cells_locate_dims=-1), "cells_locate_dims must be an integer >= 0"),
     (dict(tree_cells=0.5, cells_locate_dims=2.5), "cells_locate_dims must be an integer >= 0"),
     (dict(tree_cells=0.5, cells_lloyd_steps=2), "cells_lloyd_steps and cells_lloyd_share go together"),
@@ -69,6 +68,10 @@ def test_off_is_the_configuration_plan_and_draws_of_before():
     zero = EngineConfig(**BASE, tree_cells=0.4, cells_locate_dims=0, cells_lloyd_steps=0, cells_lloyd_share=0.0)
     assert zero.to_dict() == cells.to_dict() and not set(ON) - {"tree_cells"} & set(cells.to_dict())
     assert PrivacyPlan.build(zero).lines == PrivacyPlan.build(cells).lines
+    wide = EngineConfig(**{**BASE, "delta": 0.0}, tree_cells=0.4, cells_locate_dims=8)  # p = d: nothing to narrow
+    assert PrivacyPlan.build(wide).lines == PrivacyPlan.build(cells.with_(delta=0.0)).lines
+    assert isinstance(make_semicoreset(wide, PrivacyPlan.build(wide), NoiseSource(bytes(32))).directions(("A", 0, 0)),
+                      np.ndarray)
     noise = NoiseSource(bytes(32))
     A = make_semicoreset(zero, PrivacyPlan.build(zero), noise)
     assert isinstance(A.directions(("A", 0, 0)), np.ndarray) and A.directions(("A", 0, 0)).shape == (3, 8)
