@@ -121,14 +121,14 @@ def lloyd_steps(A, z: np.ndarray, part: np.ndarray, C: np.ndarray, key) -> np.nd
     (normalised, in the unit ball) of semicoreset ``A``'s block: per step, one noisy count and one noisy
     quantised sum per (part, center) of the rows nearest to it (:func:`label`: a function of the row and
     of the centers, themselves noisy outputs), drawn in part order (a public shape). A center whose noisy
-    count is below ``lloyd_keep`` keeps its place (a decision on a noisy value; a mean of few rows is
+    count is below :func:`lloyd_keep` keeps its place (a decision on a noisy value; a mean of few rows is
     mostly noise). New centers are clipped to the unit ball."""
     cfg, plan = A.cfg, A.plan
     n_parts, k, p = C.shape
     n_cells = n_parts * k
     owner = np.repeat(np.arange(n_parts), k)
     q = A.quantise(z)
-    keep = lloyd_keep(plan)
+    keep = lloyd_keep(plan, p)
     C = C.copy()
     for step in range(cfg.cells_lloyd_steps):
         cell = part * k + label(z, part, C)
@@ -145,11 +145,12 @@ def lloyd_steps(A, z: np.ndarray, part: np.ndarray, C: np.ndarray, key) -> np.nd
     return C
 
 
-def lloyd_keep(plan) -> float:
-    """The noisy count a Lloyd step's center needs to move: three standard deviations of its count noise
-    (public)."""
-    s = plan.a_lloyd_count_scale
-    return 3.0 * (s if plan.a_mechanism == "gaussian" else s * math.sqrt(2.0))
+def lloyd_keep(plan, dims: int) -> float:
+    """The noisy count a Lloyd step's center needs to move (public): three standard deviations of its
+    count noise, and at least the norm of its ``dims``-dimensional sum noise (below it the noisy mean is
+    mostly noise: in full d at d = 784 a cluster of 10³ points would be)."""
+    per = 1.0 if plan.a_mechanism == "gaussian" else math.sqrt(2.0)  # a scale's standard deviation
+    return max(3.0 * plan.a_lloyd_count_scale, math.sqrt(dims) * plan.a_lloyd_sum_scale) * per
 
 
 def _group_rows(index: np.ndarray, q: np.ndarray, n_groups: int) -> np.ndarray:

@@ -221,7 +221,8 @@ def _lloyd_audit(sc, ss):
 
 def _expected():
     plan = PrivacyPlan.build(EngineConfig(**AUDIT))
-    assert cells_mod.lloyd_keep(plan) == pytest.approx(3.0 * plan.a_lloyd_count_scale)
+    # here the count's 3σ is the larger term of the keep threshold (the sum noise's norm: √3·σ_sum)
+    assert cells_mod.lloyd_keep(plan, 3) == pytest.approx(3.0 * plan.a_lloyd_count_scale)
     return plan.a_lloyd_count_scale, plan.a_lloyd_sum_scale
 
 
