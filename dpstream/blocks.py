@@ -307,3 +307,18 @@ def _aggregate(key: np.ndarray, count: np.ndarray, q: np.ndarray):
     M = sparse.csr_matrix((np.ones(key.size, dtype=np.int64), order, np.append(starts, key.size)),
                           shape=(starts.size, key.size))
     return ks[starts], counts, np.asarray(M @ q, dtype=np.int64)
+
+
+def group_sum(index: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
+    """Σ of rows of ``values`` per group index (no per-point Python)."""
+    out = np.zeros((n_groups,) + values.shape[1:], dtype=values.dtype)
+    if index.size:
+        np.add.at(out, index, values) if values.ndim == 1 else _add_rows(out, index, values)
+    return out
+
+
+def _add_rows(out, index, values):
+    order = np.argsort(index, kind="stable")
+    si = index[order]
+    starts = np.flatnonzero(np.r_[True, si[1:] != si[:-1]])
+    out[si[starts]] += np.add.reduceat(values[order], starts, axis=0)

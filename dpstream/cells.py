@@ -40,6 +40,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .blocks import group_sum
 from .offline import cluster_coreset
 from .rings import partition_nearest
 
@@ -154,8 +155,7 @@ def lloyd_keep(plan, dims: int) -> float:
 
 
 def _group_rows(index: np.ndarray, q: np.ndarray, n_groups: int) -> np.ndarray:
-    from .semicoresets import group_sum  # the one row-sum of A (a late import: semicoresets imports this module)
-
+    """Σ of the quantised rows per group, int64 zeros when the block is empty."""
     if not len(q):
         return np.zeros((n_groups, q.shape[1]), dtype=np.int64)
     return group_sum(index, q, n_groups)

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import cells
-from .blocks import CellBlock, LeafSketch, RawBlock, normalise, quantise
+from .blocks import CellBlock, LeafSketch, RawBlock, group_sum, normalise, quantise
 from .noise import NoiseSource
 from .params import EngineConfig
 from .rings import partition_nearest
@@ -68,21 +68,6 @@ class WeightedSet:
             return WeightedSet.empty(d)
         return WeightedSet(np.concatenate([s.points for s in sets]), np.concatenate([s.weights for s in sets]),
                            np.concatenate([s.part for s in sets]))
-
-
-def group_sum(index: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
-    """Σ of rows of ``values`` per group index (no per-point Python)."""
-    out = np.zeros((n_groups,) + values.shape[1:], dtype=values.dtype)
-    if index.size:
-        np.add.at(out, index, values) if values.ndim == 1 else _add_rows(out, index, values)
-    return out
-
-
-def _add_rows(out, index, values):
-    order = np.argsort(index, kind="stable")
-    si = index[order]
-    starts = np.flatnonzero(np.r_[True, si[1:] != si[:-1]])
-    out[si[starts]] += np.add.reduceat(values[order], starts, axis=0)
 
 
 @functools.lru_cache(maxsize=64)

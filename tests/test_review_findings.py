@@ -706,7 +706,7 @@ def test_f14_empty_stream_has_no_phantom_mass(semicoreset, schedule):
 
 def test_f14_check_catches_missing_threshold(monkeypatch):
     monkeypatch.setattr(sc_mod.Semicoreset, "count_tail", lambda self, n, run_wide=True, key=None: 0.5)
-    monkeypatch.setattr(sc_mod.Semicoreset, "sum_noise_norm", lambda self: 0.0)
+    monkeypatch.setattr(sc_mod.Semicoreset, "sum_noise_norm", lambda self, dim=None: 0.0)
     for semicoreset in ("tree", "lloyd", "snap"):
         with pytest.raises(AssertionError, match="phantom"):
             check_no_phantom_mass(semicoreset, epoch_schedule="doubling")
