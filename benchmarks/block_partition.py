@@ -14,13 +14,9 @@ The variants:
 * ``oracle[:f]``: the *non-private* k-means clusters as the partition and one noisy d-dimensional sum per
   cluster with a share f (0.7 by default) of A's budget, the counts with the rest: what a perfect partition
   leaves after the noise on the sums. Not DP (the partition reads the data): a floor, not a method.
-* ``cells[:key=value,...]``: a prototype of a partition that follows the data — a public Gaussian projection
-  to p dimensions (points clipped to the unit ball there), a noisy-count tree of D1 random hyperplanes in
-  that space with noisy p-dimensional leaf sums, a weighted k-means of the leaf means (post-processing),
-  ``lloyd`` noisy Lloyd steps in the projection, then one noisy count and one noisy d-dimensional sum per
-  Voronoi cell of the raw block. ``f = (tree counts, leaf sums, cell counts, cell sums)`` and ``fl`` (per
-  Lloyd step) are the shares of A's budget (they should sum to ≤ 1). Float Gaussian noise and a simplified
-  tree walk: a measurement of the idea, not an implementation to release with.
+* ``cells[:key=value,...]``: a prototype of a partition that follows the data (``cells_partition.py``: a
+  public projection, a noisy tree there, noisy Lloyd steps in the projection, one noisy count and one noisy
+  d-dimensional sum per cell of the raw block; its options and their budget shares are listed there).
 """
 import argparse
 import math
@@ -91,61 +87,10 @@ class Block:
         S += rng.normal(size=(k, d)) * self.sigma(2.0, share)
         return self.c + self.R * S / np.maximum(cnt, 1)[:, None], k
 
-    def cells(self, seed, p=32, D1=9, f=(0.1, 0.1, 0.1, 0.4), lloyd=4, fl=0.075, keep_mult=3.0):
-        rng = np.random.default_rng(seed + 1000)
-        n, d, k, Y = self.n, self.d, self.k, self.Y
-        Z = Y @ (rng.normal(size=(p, d)) / math.sqrt(p)).T
-        Z /= np.maximum(np.linalg.norm(Z, axis=1), 1.0)[:, None]
-        f_cnt, f_leaf, f_cell_cnt, f_cell_sum = f
-        sig_c, sig_z = self.sigma(math.sqrt(2 * (D1 + 1)), f_cnt), self.sigma(2.0, f_leaf)
-        theta_k = max(sig_c * math.sqrt(2 * math.log(2 * 64 / 0.5)), keep_mult * math.sqrt(p) * sig_z)
-        bits = (Z @ rng.normal(size=(D1, p)).T >= 0).astype(np.int64)
-        code = (bits << np.arange(D1 - 1, -1, -1)).sum(1)
-        leaves, frontier = [], [(0, 0, n + rng.normal() * sig_c)]
-        while frontier:
-            nxt = []
-            for lv, pre, nc in frontier:
-                if lv == 0 and nc < theta_k:
-                    continue
-                kids = []
-                if nc >= 2 * theta_k and lv < D1:
-                    for b in (0, 1):
-                        m = (code >> (D1 - lv - 1)) == 2 * pre + b
-                        q = m.sum() + rng.normal() * sig_c
-                        if q >= theta_k:
-                            kids.append((lv + 1, 2 * pre + b, q))
-                if kids:
-                    nxt += kids
-                else:
-                    leaves.append((lv, pre, nc))
-            frontier = nxt
-        Lz, Lw = [], []
-        for lv, pre, nc in leaves:
-            m = (code >> (D1 - lv)) == pre if lv else np.ones(n, bool)
-            Lz.append((Z[m].sum(0) + rng.normal(size=p) * sig_z) / max(nc, 1))
-            Lw.append(nc)
-        if not Lz:
-            return self.c[None], 0
-        Cz = weighted_kmeans(np.array(Lz), np.array(Lw), k, seed)
-        sig_lc, sig_lz = self.sigma(math.sqrt(2), fl), self.sigma(2.0, fl)
-        for _ in range(lloyd):
-            lab = ((Z ** 2).sum(1)[:, None] - 2 * Z @ Cz.T + (Cz ** 2).sum(1)[None]).argmin(1)
-            cn = np.bincount(lab, minlength=len(Cz)) + rng.normal(size=len(Cz)) * sig_lc
-            Sz = np.zeros_like(Cz)
-            np.add.at(Sz, lab, Z)
-            Sz += rng.normal(size=Sz.shape) * sig_lz
-            Cz = np.where((cn > 3 * sig_lc)[:, None], Sz / np.maximum(cn, 1)[:, None], Cz)
-        lab = ((Z ** 2).sum(1)[:, None] - 2 * Z @ Cz.T + (Cz ** 2).sum(1)[None]).argmin(1)
-        kk = len(Cz)
-        sig_cc = self.sigma(math.sqrt(2), f_cell_cnt)
-        cnt = np.bincount(lab, minlength=kk) + rng.normal(size=kk) * sig_cc
-        S = np.zeros((kk, d))
-        np.add.at(S, lab, Y)
-        S += rng.normal(size=(kk, d)) * self.sigma(2.0, f_cell_sum)
-        keep = cnt >= sig_cc * math.sqrt(2 * math.log(2 * kk * 1024 / 0.5))
-        M = S[keep] / cnt[keep][:, None]
-        M /= np.maximum(np.linalg.norm(M, axis=1), 1.0)[:, None]
-        return weighted_kmeans(self.c + self.R * M, cnt[keep], k, seed), len(leaves)
+    def cells(self, seed, **options):
+        from cells_partition import cells
+
+        return cells(self, seed, **options)
 
 
 def main(argv=None):

@@ -1,0 +1,139 @@
+"""The ``cells`` prototype of ``block_partition.py``: a private partition of one block that follows the data.
+
+A public Gaussian projection to p dimensions (points clipped to the unit ball there), a noisy-count tree of
+D1 random hyperplanes in that space with noisy p-dimensional leaf sums, a weighted k-means of the leaf means
+to ``kc`` centers (post-processing), ``lloyd`` noisy Lloyd steps in the projection, then one noisy count and
+one noisy d-dimensional sum per cell of the raw block. Float Gaussian noise and a simplified tree walk: a
+measurement of the idea, not an implementation to release with.
+
+Options (``cells:key=value,...`` on block_partition's command line):
+
+* ``p``, ``D1``, ``keep_mult`` (a tree node is kept iff its noisy count reaches keep_mult times its leaf
+  sum's noise norm √p·σ_leaf, or the counts' own threshold if larger), ``lloyd`` (L), ``kc`` (centers in the
+  projection; default k).
+* ``f = (tree counts, leaf sums, cell counts, cell sums)`` and ``fl`` (per Lloyd step): shares of A's budget
+  (they should sum to ≤ 1).
+* How many cells to release, public rules on released quantities only (the Lloyd step's noisy counts and
+  projected centers, the public noise scales):
+  ``thr=m``: a cell whose noisy count is under m·√d·σ_sum (its mean's noise norm over 1/m, in units of the
+  ball's radius) joins the nearest kept center before the final sums.
+  ``ward=w``: greedily merge the two cells whose merge adds the least to the cost while that addition
+  (Ward's n_a·n_b/(n_a + n_b)·‖c_a − c_b‖² in the projection, less its noise bias) is under w times the
+  noise cost it saves (d·σ_sum²·(1/n_a + 1/n_b − 1/(n_a + n_b)), the sums' noise as k-means cost).
+"""
+import math
+
+import numpy as np
+
+
+def _nearest(Z, C):
+    return ((Z ** 2).sum(1)[:, None] - 2 * Z @ C.T + (C ** 2).sum(1)[None]).argmin(1)
+
+
+def _tree_leaves(Z, rng, D1, sig_c, sig_z, theta_k):
+    n, p = Z.shape
+    bits = (Z @ rng.normal(size=(D1, p)).T >= 0).astype(np.int64)
+    code = (bits << np.arange(D1 - 1, -1, -1)).sum(1)
+    leaves, frontier = [], [(0, 0, n + rng.normal() * sig_c)]
+    while frontier:
+        nxt = []
+        for lv, pre, nc in frontier:
+            if lv == 0 and nc < theta_k:
+                continue
+            kids = []
+            if nc >= 2 * theta_k and lv < D1:
+                for b in (0, 1):
+                    m = (code >> (D1 - lv - 1)) == 2 * pre + b
+                    q = m.sum() + rng.normal() * sig_c
+                    if q >= theta_k:
+                        kids.append((lv + 1, 2 * pre + b, q))
+            if kids:
+                nxt += kids
+            else:
+                leaves.append((lv, pre, nc))
+        frontier = nxt
+    Lz, Lw = [], []
+    for lv, pre, nc in leaves:
+        m = (code >> (D1 - lv)) == pre if lv else np.ones(n, bool)
+        Lz.append((Z[m].sum(0) + rng.normal(size=p) * sig_z) / max(nc, 1))
+        Lw.append(nc)
+    return np.array(Lz).reshape(-1, p), np.array(Lw)
+
+
+def _threshold_groups(Cz, W, floor):
+    kept = W >= floor
+    if not kept.any():
+        kept = W == W.max()
+    idx = np.flatnonzero(kept)
+    return _nearest(Cz, Cz[idx])
+
+
+def _ward_groups(Cz, W, noise, bias, w):
+    """noise: d·σ_sum² (the noise cost of a cell of one point); bias: p·σ_step² (a projected center's)."""
+    W = np.maximum(W, 1.0)
+    groups = [[i] for i in range(len(Cz))]
+    C, n = [c for c in Cz], list(W)
+    while len(groups) > 1:
+        best = None
+        for a in range(len(groups)):
+            for b in range(a + 1, len(groups)):
+                na, nb = n[a], n[b]
+                d2 = max(((C[a] - C[b]) ** 2).sum() - bias * (1 / na ** 2 + 1 / nb ** 2), 0.0)
+                gain = na * nb / (na + nb) * d2 - w * noise * (1 / na + 1 / nb - 1 / (na + nb))
+                if best is None or gain < best[0]:
+                    best = (gain, a, b)
+        gain, a, b = best
+        if gain >= 0:
+            break
+        C[a], n[a] = (n[a] * C[a] + n[b] * C[b]) / (n[a] + n[b]), n[a] + n[b]
+        groups[a] += groups.pop(b)
+        C.pop(b), n.pop(b)
+    g = np.empty(len(Cz), np.int64)
+    for j, members in enumerate(groups):
+        g[members] = j
+    return g
+
+
+def cells(b, seed, p=32, D1=9, f=(0.1, 0.1, 0.1, 0.4), lloyd=4, fl=0.075, keep_mult=3.0, kc=None,
+          thr=0.0, ward=0.0):
+    """Centers fitted to the cells' noisy means (weights: their noisy counts) and the tree's leaf count."""
+    from block_partition import weighted_kmeans
+
+    rng = np.random.default_rng(seed + 1000)
+    n, d, k, Y = b.n, b.d, b.k, b.Y
+    Z = Y @ (rng.normal(size=(p, d)) / math.sqrt(p)).T
+    Z /= np.maximum(np.linalg.norm(Z, axis=1), 1.0)[:, None]
+    f_cnt, f_leaf, f_cell_cnt, f_cell_sum = f
+    sig_c, sig_z = b.sigma(math.sqrt(2 * (D1 + 1)), f_cnt), b.sigma(2.0, f_leaf)
+    theta_k = max(sig_c * math.sqrt(2 * math.log(2 * 64 / 0.5)), keep_mult * math.sqrt(p) * sig_z)
+    Lz, Lw = _tree_leaves(Z, rng, D1, sig_c, sig_z, theta_k)
+    if not len(Lz):
+        return b.c[None], 0
+    Cz = weighted_kmeans(Lz, Lw, kc or k, seed)
+    W = np.bincount(_nearest(Lz, Cz), weights=Lw, minlength=len(Cz))
+    sig_lc, sig_lz = b.sigma(math.sqrt(2), fl), b.sigma(2.0, fl)
+    for _ in range(lloyd):
+        lab = _nearest(Z, Cz)
+        cn = np.bincount(lab, minlength=len(Cz)) + rng.normal(size=len(Cz)) * sig_lc
+        Sz = np.zeros_like(Cz)
+        np.add.at(Sz, lab, Z)
+        Sz += rng.normal(size=Sz.shape) * sig_lz
+        Cz = np.where((cn > 3 * sig_lc)[:, None], Sz / np.maximum(cn, 1)[:, None], Cz)
+        W = cn
+    sig_s = b.sigma(2.0, f_cell_sum)
+    g = np.arange(len(Cz))  # cell → released group: from released quantities only, never from occupancy
+    if thr:
+        g = _threshold_groups(Cz, W, thr * math.sqrt(d) * sig_s)
+    if ward:
+        g = _ward_groups(Cz, W, d * sig_s ** 2, p * (sig_lz if lloyd else sig_z) ** 2, ward)
+    kk = int(g.max()) + 1
+    lab = g[_nearest(Z, Cz)]
+    sig_cc = b.sigma(math.sqrt(2), f_cell_cnt)
+    cnt = np.bincount(lab, minlength=kk) + rng.normal(size=kk) * sig_cc
+    S = np.zeros((kk, d))
+    np.add.at(S, lab, Y)
+    S += rng.normal(size=(kk, d)) * sig_s
+    keep = cnt >= sig_cc * math.sqrt(2 * math.log(2 * kk * 1024 / 0.5))
+    M = S[keep] / cnt[keep][:, None]
+    M /= np.maximum(np.linalg.norm(M, axis=1), 1.0)[:, None]
+    return weighted_kmeans(b.c + b.R * M, cnt[keep], k, seed), len(Lw)
