@@ -20,6 +20,7 @@ Options (``cells:key=value,...`` on block_partition's command line):
   ``ward=w``: greedily merge the two cells whose merge adds the least to the cost while that addition
   (Ward's n_a·n_b/(n_a + n_b)·‖c_a − c_b‖² in the projection, less its noise bias) is under w times the
   noise cost it saves (d·σ_sum²·(1/n_a + 1/n_b − 1/(n_a + n_b)), the sums' noise as k-means cost).
+* ``exact=1``: the final counts and sums without noise (not DP): what the partition alone costs.
 """
 import math
 
@@ -94,8 +95,16 @@ def _ward_groups(Cz, W, noise, bias, w):
     return g
 
 
+def _reduce(Cz, W, m, seed):
+    """The weighted k-means of the projected centers to m (post-processing); weights follow their centers."""
+    from block_partition import weighted_kmeans
+
+    C = weighted_kmeans(Cz, np.maximum(W, 0), m, seed)
+    return C, np.bincount(_nearest(Cz, C), weights=W, minlength=len(C))
+
+
 def cells(b, seed, p=32, D1=9, f=(0.1, 0.1, 0.1, 0.4), lloyd=4, fl=0.075, keep_mult=3.0, kc=None,
-          thr=0.0, ward=0.0):
+          thr=0.0, ward=0.0, exact=0, reduce=0, lloyd2=0):
     """Centers fitted to the cells' noisy means (weights: their noisy counts) and the tree's leaf count."""
     from block_partition import weighted_kmeans
 
@@ -112,7 +121,9 @@ def cells(b, seed, p=32, D1=9, f=(0.1, 0.1, 0.1, 0.4), lloyd=4, fl=0.075, keep_m
     Cz = weighted_kmeans(Lz, Lw, kc or k, seed)
     W = np.bincount(_nearest(Lz, Cz), weights=Lw, minlength=len(Cz))
     sig_lc, sig_lz = b.sigma(math.sqrt(2), fl), b.sigma(2.0, fl)
-    for _ in range(lloyd):
+    for step in range(lloyd + lloyd2):
+        if reduce and step == lloyd:
+            Cz, W = _reduce(Cz, W, reduce, seed)
         lab = _nearest(Z, Cz)
         cn = np.bincount(lab, minlength=len(Cz)) + rng.normal(size=len(Cz)) * sig_lc
         Sz = np.zeros_like(Cz)
@@ -120,6 +131,8 @@ def cells(b, seed, p=32, D1=9, f=(0.1, 0.1, 0.1, 0.4), lloyd=4, fl=0.075, keep_m
         Sz += rng.normal(size=Sz.shape) * sig_lz
         Cz = np.where((cn > 3 * sig_lc)[:, None], Sz / np.maximum(cn, 1)[:, None], Cz)
         W = cn
+    if reduce and not lloyd2:
+        Cz, W = _reduce(Cz, W, reduce, seed)
     sig_s = b.sigma(2.0, f_cell_sum)
     g = np.arange(len(Cz))  # cell → released group: from released quantities only, never from occupancy
     if thr:
@@ -129,10 +142,10 @@ def cells(b, seed, p=32, D1=9, f=(0.1, 0.1, 0.1, 0.4), lloyd=4, fl=0.075, keep_m
     kk = int(g.max()) + 1
     lab = g[_nearest(Z, Cz)]
     sig_cc = b.sigma(math.sqrt(2), f_cell_cnt)
-    cnt = np.bincount(lab, minlength=kk) + rng.normal(size=kk) * sig_cc
+    cnt = np.bincount(lab, minlength=kk) + rng.normal(size=kk) * sig_cc * (not exact)
     S = np.zeros((kk, d))
     np.add.at(S, lab, Y)
-    S += rng.normal(size=(kk, d)) * sig_s
+    S += rng.normal(size=(kk, d)) * sig_s * (not exact)
     keep = cnt >= sig_cc * math.sqrt(2 * math.log(2 * kk * 1024 / 0.5))
     M = S[keep] / cnt[keep][:, None]
     M /= np.maximum(np.linalg.norm(M, axis=1), 1.0)[:, None]
