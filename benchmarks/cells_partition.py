@@ -8,11 +8,13 @@ measurement of the idea, not an implementation to release with.
 
 Options (``cells:key=value,...`` on block_partition's command line):
 
-* ``p``, ``D1``, ``keep_mult`` (a tree node is kept iff its noisy count reaches keep_mult times its leaf
-  sum's noise norm √p·σ_leaf, or the counts' own threshold if larger), ``lloyd`` (L), ``kc`` (centers in the
+* ``p``, ``D1``, ``keep_mult`` and ``keep_c`` (a tree node is kept iff its noisy count reaches keep_mult
+  times its leaf sum's noise norm √p·σ_leaf and keep_c (default √(2 ln 256) ≈ 3.33) times the count noise), ``lloyd`` (L), ``kc`` (centers in the
   projection; default k).
 * ``f = (tree counts, leaf sums, cell counts, cell sums)`` and ``fl`` (per Lloyd step): shares of A's budget
   (they should sum to ≤ 1).
+* ``reduce=m``: after ``lloyd`` steps the projected centers are replaced by their weighted k-means to m
+  (post-processing), then ``lloyd2`` more steps; ``over=r`` is kc = r·k with reduce = k.
 * How many cells to release, public rules on released quantities only (the Lloyd step's noisy counts and
   projected centers, the public noise scales):
   ``thr=m``: a cell whose noisy count is under m·√d·σ_sum (its mean's noise norm over 1/m, in units of the
@@ -20,6 +22,8 @@ Options (``cells:key=value,...`` on block_partition's command line):
   ``ward=w``: greedily merge the two cells whose merge adds the least to the cost while that addition
   (Ward's n_a·n_b/(n_a + n_b)·‖c_a − c_b‖² in the projection, less its noise bias) is under w times the
   noise cost it saves (d·σ_sum²·(1/n_a + 1/n_b − 1/(n_a + n_b)), the sums' noise as k-means cost).
+* ``split=s``: after each Lloyd step but the last, every dead center (noisy count under 3σ) is moved next to
+  the heaviest one, the two ± s·(the live centers' median gap) apart along a public random direction.
 * ``exact=1``: the final counts and sums without noise (not DP): what the partition alone costs.
 """
 import math
@@ -95,6 +99,23 @@ def _ward_groups(Cz, W, noise, bias, w):
     return g
 
 
+def _split_heaviest(Cz, W, live, scale, rng):
+    """Each dead center (its noisy count under 3σ) takes half of the heaviest center's weight: the two sit
+    ± u around it, u a public random direction of norm scale × the live centers' median gap."""
+    if live.sum() < 2 or live.all():
+        return Cz, W
+    L = Cz[live]
+    gap = np.sqrt(np.median(np.sort(((L[:, None] - L[None]) ** 2).sum(-1), 1)[:, 1]))
+    Cz, W = Cz.copy(), np.where(live, W, 0.0)
+    for j in np.flatnonzero(~live):
+        h = int(W.argmax())
+        u = rng.normal(size=Cz.shape[1])
+        u *= scale * gap / np.linalg.norm(u)
+        Cz[j], Cz[h] = Cz[h] + u, Cz[h] - u
+        W[j] = W[h] = W[h] / 2
+    return Cz, W
+
+
 def _reduce(Cz, W, m, seed):
     """The weighted k-means of the projected centers to m (post-processing); weights follow their centers."""
     from block_partition import weighted_kmeans
@@ -104,17 +125,19 @@ def _reduce(Cz, W, m, seed):
 
 
 def cells(b, seed, p=32, D1=9, f=(0.1, 0.1, 0.1, 0.4), lloyd=4, fl=0.075, keep_mult=3.0, kc=None,
-          thr=0.0, ward=0.0, exact=0, reduce=0, lloyd2=0):
+          thr=0.0, ward=0.0, exact=0, reduce=0, lloyd2=0, keep_c=None, split=0.0, over=0.0):
     """Centers fitted to the cells' noisy means (weights: their noisy counts) and the tree's leaf count."""
     from block_partition import weighted_kmeans
 
     rng = np.random.default_rng(seed + 1000)
     n, d, k, Y = b.n, b.d, b.k, b.Y
+    if over:
+        kc, reduce = round(over * k), k
     Z = Y @ (rng.normal(size=(p, d)) / math.sqrt(p)).T
     Z /= np.maximum(np.linalg.norm(Z, axis=1), 1.0)[:, None]
     f_cnt, f_leaf, f_cell_cnt, f_cell_sum = f
     sig_c, sig_z = b.sigma(math.sqrt(2 * (D1 + 1)), f_cnt), b.sigma(2.0, f_leaf)
-    theta_k = max(sig_c * math.sqrt(2 * math.log(2 * 64 / 0.5)), keep_mult * math.sqrt(p) * sig_z)
+    theta_k = max(sig_c * (keep_c or math.sqrt(2 * math.log(2 * 64 / 0.5))), keep_mult * math.sqrt(p) * sig_z)
     Lz, Lw = _tree_leaves(Z, rng, D1, sig_c, sig_z, theta_k)
     if not len(Lz):
         return b.c[None], 0
@@ -129,8 +152,11 @@ def cells(b, seed, p=32, D1=9, f=(0.1, 0.1, 0.1, 0.4), lloyd=4, fl=0.075, keep_m
         Sz = np.zeros_like(Cz)
         np.add.at(Sz, lab, Z)
         Sz += rng.normal(size=Sz.shape) * sig_lz
-        Cz = np.where((cn > 3 * sig_lc)[:, None], Sz / np.maximum(cn, 1)[:, None], Cz)
+        live = cn > 3 * sig_lc
+        Cz = np.where(live[:, None], Sz / np.maximum(cn, 1)[:, None], Cz)
         W = cn
+        if split and step < lloyd + lloyd2 - 1:
+            Cz, W = _split_heaviest(Cz, W, live, split, rng)
     if reduce and not lloyd2:
         Cz, W = _reduce(Cz, W, reduce, seed)
     sig_s = b.sigma(2.0, f_cell_sum)
