@@ -126,7 +126,7 @@ def _reduce(Cz, W, m, seed):
 
 def cells(b, seed, p=32, D1=9, f=(0.1, 0.1, 0.1, 0.4), lloyd=4, fl=0.075, keep_mult=3.0, kc=None,
           thr=0.0, ward=0.0, exact=0, reduce=0, lloyd2=0, keep_c=None, split=0.0, over=0.0):
-    """Centers fitted to the cells' noisy means (weights: their noisy counts) and the tree's leaf count."""
+    """Centers fitted to the cells' noisy means (weights: their noisy counts) and how many cells were released."""
     from block_partition import weighted_kmeans
 
     rng = np.random.default_rng(seed + 1000)
@@ -175,4 +175,4 @@ def cells(b, seed, p=32, D1=9, f=(0.1, 0.1, 0.1, 0.4), lloyd=4, fl=0.075, keep_m
     keep = cnt >= sig_cc * math.sqrt(2 * math.log(2 * kk * 1024 / 0.5))
     M = S[keep] / cnt[keep][:, None]
     M /= np.maximum(np.linalg.norm(M, axis=1), 1.0)[:, None]
-    return weighted_kmeans(b.c + b.R * M, cnt[keep], k, seed), len(Lw)
+    return weighted_kmeans(b.c + b.R * M, cnt[keep], k, seed), int(keep.sum())
