@@ -99,6 +99,7 @@ def main(argv=None):
     ap.add_argument("--variants", default="mean|tree|oracle|oracle:0.95|cells",
                     help="'|'-separated; cells takes key=value arguments after a colon")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seed0", type=int, default=0, help="the first seed (seeds seed0 .. seed0 + seeds − 1)")
     ap.add_argument("--eps", type=float, default=1.0, help="the run's ε (δ = 1e-6); A's budget is the plan's at it")
     a = ap.parse_args(argv)
     b = Block(a.dataset, a.eps)
@@ -114,16 +115,16 @@ def main(argv=None):
             return b.cells(s, **eval(f"dict({args})", {}))  # a measurement tool's own command line
         return None
 
-    report_variants(b, a.variants, a.seeds, run, "output points/leaves")
+    report_variants(b, a.variants, range(a.seed0, a.seed0 + a.seeds), run, "output points/leaves")
 
 
-def report_variants(b: Block, variants: str, seeds: int, run, size_name: str) -> None:
+def report_variants(b: Block, variants: str, seeds, run, size_name: str) -> None:
     """One line per '|'-separated variant ``name[:args]``: the median and each seed's cost ratio of
     ``run(name, args, seed)`` → (centers, output size), or None for a name it does not know."""
     for v in variants.split("|"):
         name, _, args = v.partition(":")
         ratios, sizes = [], []
-        for s in range(seeds):
+        for s in (range(seeds) if isinstance(seeds, int) else seeds):
             got = run(name, args, s)
             if got is None:
                 raise SystemExit(f"unknown variant {name!r}")

@@ -8,7 +8,7 @@ measurement of the idea, not an implementation to release with.
 
 Options (``cells:key=value,...`` on block_partition's command line):
 
-* ``p``, ``D1``, ``keep_mult`` and ``keep_c`` (a tree node is kept iff its noisy count reaches keep_mult
+* ``p`` (``pcap=1``: at most d), ``D1``, ``keep_mult`` and ``keep_c`` (a tree node is kept iff its noisy count reaches keep_mult
   times its leaf sum's noise norm √p·σ_leaf and keep_c (default √(2 ln 256) ≈ 3.33) times the count noise), ``lloyd`` (L), ``kc`` (centers in the
   projection; default k).
 * ``f = (tree counts, leaf sums, cell counts, cell sums)`` and ``fl`` (per Lloyd step): shares of A's budget
@@ -24,6 +24,9 @@ Options (``cells:key=value,...`` on block_partition's command line):
   noise cost it saves (d·σ_sum²·(1/n_a + 1/n_b − 1/(n_a + n_b)), the sums' noise as k-means cost).
 * ``split=s``: after each Lloyd step but the last, every dead center (noisy count under 3σ) is moved next to
   the heaviest one, the two ± s·(the live centers' median gap) apart along a public random direction.
+* ``zoom=c``: the projection recentred at its noisy mean and scaled up by 1/r, r = min(1, c·its noisy RMS
+  radius), with the share ``fz`` (taken on top of f and fl) on a count, a p-dimensional sum and a sum of
+  squares.
 * ``exact=1``: the final counts and sums without noise (not DP): what the partition alone costs.
 """
 import math
@@ -116,6 +119,19 @@ def _split_heaviest(Cz, W, live, scale, rng):
     return Cz, W
 
 
+def _zoom(b, Z, c, share, rng):
+    """Recentre the projection at its noisy mean and rescale by r = min(1, c·(noisy RMS distance to it)),
+    clipping to the unit ball again: every later stage keeps its sensitivities and its noise shrinks by r
+    against the data where the data fill a small part of the public ball. Three queries of share/3 each."""
+    n_ = len(Z) + rng.normal() * b.sigma(math.sqrt(2), share / 3)
+    m = (Z.sum(0) + rng.normal(size=Z.shape[1]) * b.sigma(2.0, share / 3)) / max(n_, 1)
+    m /= max(np.linalg.norm(m), 1.0)
+    ss = ((Z - m) ** 2).sum() + rng.normal() * b.sigma(4.0, share / 3)
+    r = min(1.0, c * math.sqrt(max(ss, 0) / max(n_, 1)))
+    Z = (Z - m) / max(r, 1e-3)
+    return Z / np.maximum(np.linalg.norm(Z, axis=1), 1.0)[:, None]
+
+
 def _reduce(Cz, W, m, seed):
     """The weighted k-means of the projected centers to m (post-processing); weights follow their centers."""
     from block_partition import weighted_kmeans
@@ -125,7 +141,7 @@ def _reduce(Cz, W, m, seed):
 
 
 def cells(b, seed, p=32, D1=9, f=(0.1, 0.1, 0.1, 0.4), lloyd=4, fl=0.075, keep_mult=3.0, kc=None,
-          thr=0.0, ward=0.0, exact=0, reduce=0, lloyd2=0, keep_c=None, split=0.0, over=0.0):
+          thr=0.0, ward=0.0, exact=0, reduce=0, lloyd2=0, keep_c=None, split=0.0, over=0.0, zoom=0.0, fz=0.03, pcap=0):
     """Centers fitted to the cells' noisy means (weights: their noisy counts) and how many cells were released."""
     from block_partition import weighted_kmeans
 
@@ -133,8 +149,12 @@ def cells(b, seed, p=32, D1=9, f=(0.1, 0.1, 0.1, 0.4), lloyd=4, fl=0.075, keep_m
     n, d, k, Y = b.n, b.d, b.k, b.Y
     if over:
         kc, reduce = round(over * k), k
+    if pcap:
+        p = min(p, d)
     Z = Y @ (rng.normal(size=(p, d)) / math.sqrt(p)).T
     Z /= np.maximum(np.linalg.norm(Z, axis=1), 1.0)[:, None]
+    if zoom:
+        Z = _zoom(b, Z, zoom, fz, rng)
     f_cnt, f_leaf, f_cell_cnt, f_cell_sum = f
     sig_c, sig_z = b.sigma(math.sqrt(2 * (D1 + 1)), f_cnt), b.sigma(2.0, f_leaf)
     theta_k = max(sig_c * (keep_c or math.sqrt(2 * math.log(2 * 64 / 0.5))), keep_mult * math.sqrt(p) * sig_z)
