@@ -112,10 +112,19 @@ def main(argv=None):
         if name == "oracle":
             return b.oracle(s, float(args) if args else 0.7)
         if name == "cells":
-            return b.cells(s, **eval(f"dict({args})", {}))  # a measurement tool's own command line
+            return b.cells(s, **options(args))
         return None
 
     report_variants(b, a.variants, range(a.seed0, a.seed0 + a.seeds), run, "output points/leaves")
+
+
+def options(args: str) -> dict:
+    """``key=value,...`` (Python literals) as keyword arguments; a later key overrides an earlier one, so a
+    variant can be a named setting with one thing changed."""
+    import ast
+
+    call = ast.parse(f"f({args})", mode="eval").body
+    return {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
 
 
 def report_variants(b: Block, variants: str, seeds, run, size_name: str) -> None:

@@ -128,8 +128,9 @@ def _zoom(b, Z, c, share, rng):
     m /= max(np.linalg.norm(m), 1.0)
     ss = ((Z - m) ** 2).sum() + rng.normal() * b.sigma(4.0, share / 3)
     r = min(1.0, c * math.sqrt(max(ss, 0) / max(n_, 1)))
-    Z = (Z - m) / max(r, 1e-3)
-    return Z / np.maximum(np.linalg.norm(Z, axis=1), 1.0)[:, None]
+    r = max(r, 1e-3)
+    Z = (Z - m) / r
+    return Z / np.maximum(np.linalg.norm(Z, axis=1), 1.0)[:, None], r
 
 
 def _reduce(Cz, W, m, seed):
@@ -153,8 +154,9 @@ def cells(b, seed, p=32, D1=9, f=(0.1, 0.1, 0.1, 0.4), lloyd=4, fl=0.075, keep_m
         p = min(p, d)
     Z = Y @ (rng.normal(size=(p, d)) / math.sqrt(p)).T
     Z /= np.maximum(np.linalg.norm(Z, axis=1), 1.0)[:, None]
+    r = 1.0  # the projection's scale against the ball's (zoom): Ward compares its distances with sum noise
     if zoom:
-        Z = _zoom(b, Z, zoom, fz, rng)
+        Z, r = _zoom(b, Z, zoom, fz, rng)
     f_cnt, f_leaf, f_cell_cnt, f_cell_sum = f
     sig_c, sig_z = b.sigma(math.sqrt(2 * (D1 + 1)), f_cnt), b.sigma(2.0, f_leaf)
     theta_k = max(sig_c * (keep_c or math.sqrt(2 * math.log(2 * 64 / 0.5))), keep_mult * math.sqrt(p) * sig_z)
@@ -184,7 +186,7 @@ def cells(b, seed, p=32, D1=9, f=(0.1, 0.1, 0.1, 0.4), lloyd=4, fl=0.075, keep_m
     if thr:
         g = _threshold_groups(Cz, W, thr * math.sqrt(d) * sig_s)
     if ward:
-        g = _ward_groups(Cz, W, d * sig_s ** 2, p * (sig_lz if lloyd else sig_z) ** 2, ward)
+        g = _ward_groups(Cz, W, d * sig_s ** 2 / r ** 2, p * (sig_lz if lloyd else sig_z) ** 2, ward)
     kk = int(g.max()) + 1
     lab = g[_nearest(Z, Cz)]
     sig_cc = b.sigma(math.sqrt(2), f_cell_cnt)
