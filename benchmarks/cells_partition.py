@@ -6,28 +6,30 @@ to ``kc`` centers (post-processing), ``lloyd`` noisy Lloyd steps in the projecti
 one noisy d-dimensional sum per cell of the raw block. Float Gaussian noise and a simplified tree walk: a
 measurement of the idea, not an implementation to release with.
 
-Options (``cells:key=value,...`` on block_partition's command line):
+Options (``cells:key=value,...`` on block_partition's command line; a later key overrides an earlier one):
 
-* ``p`` (``pcap=1``: at most d), ``D1``, ``keep_mult`` and ``keep_c`` (a tree node is kept iff its noisy count reaches keep_mult
-  times its leaf sum's noise norm √p·σ_leaf and keep_c (default √(2 ln 256) ≈ 3.33) times the count noise), ``lloyd`` (L), ``kc`` (centers in the
-  projection; default k).
-* ``f = (tree counts, leaf sums, cell counts, cell sums)`` and ``fl`` (per Lloyd step): shares of A's budget
-  (they should sum to ≤ 1).
+* ``p`` (``pcap=1``: at most d), ``D1``; ``keep_mult`` and ``keep_c``: a tree node is kept iff its noisy
+  count reaches keep_mult × its leaf sum's noise norm √p·σ_leaf and keep_c (default √(2 ln 256) ≈ 3.33) × the
+  count noise; ``lloyd`` (L) steps; ``kc`` centers in the projection (default k).
+* ``f = (tree counts, leaf sums, cell counts, cell sums)``, ``fl`` (per Lloyd step) and ``fz`` (zoom):
+  shares of A's budget (they should sum to ≤ 1).
 * ``reduce=m``: after ``lloyd`` steps the projected centers are replaced by their weighted k-means to m
   (post-processing), then ``lloyd2`` more steps; ``over=r`` is kc = r·k with reduce = k.
-* How many cells to release, public rules on released quantities only (the Lloyd step's noisy counts and
-  projected centers, the public noise scales):
+* ``split=s``: after each Lloyd step but the last, every dead center (noisy count under 3σ) is moved next to
+  the heaviest one, the two ± s·(the live centers' median gap) apart along a public random direction.
+* ``zoom=c``: the projection recentred at its noisy mean and scaled up by 1/r, r = min(1, c × its noisy RMS
+  radius), clipped to the unit ball again (a count, a p-dimensional sum and a sum of squares, fz/3 each).
+* How many cells to release, public rules on released quantities only (the last Lloyd step's noisy counts
+  and projected centers, the public noise scales); ``ward`` overrides ``thr``:
   ``thr=m``: a cell whose noisy count is under m·√d·σ_sum (its mean's noise norm over 1/m, in units of the
   ball's radius) joins the nearest kept center before the final sums.
   ``ward=w``: greedily merge the two cells whose merge adds the least to the cost while that addition
   (Ward's n_a·n_b/(n_a + n_b)·‖c_a − c_b‖² in the projection, less its noise bias) is under w times the
   noise cost it saves (d·σ_sum²·(1/n_a + 1/n_b − 1/(n_a + n_b)), the sums' noise as k-means cost).
-* ``split=s``: after each Lloyd step but the last, every dead center (noisy count under 3σ) is moved next to
-  the heaviest one, the two ± s·(the live centers' median gap) apart along a public random direction.
-* ``zoom=c``: the projection recentred at its noisy mean and scaled up by 1/r, r = min(1, c·its noisy RMS
-  radius), with the share ``fz`` (taken on top of f and fl) on a count, a p-dimensional sum and a sum of
-  squares.
 * ``exact=1``: the final counts and sums without noise (not DP): what the partition alone costs.
+
+The settings ``results/locate_cells.md`` recommends (they spend A's whole budget):
+``p=32,pcap=1,D1=9,keep_mult=1,over=2,split=0.25,lloyd=4,fl=0.05,f=(0.05,0.05,0.02,0.65),zoom=2,fz=0.03,ward=1``.
 """
 import math
 
