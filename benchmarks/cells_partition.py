@@ -144,8 +144,10 @@ def _reduce(Cz, W, m, seed):
 
 
 def cells(b, seed, p=32, D1=9, f=(0.1, 0.1, 0.1, 0.4), lloyd=4, fl=0.075, keep_mult=3.0, kc=None,
-          thr=0.0, ward=0.0, exact=0, reduce=0, lloyd2=0, keep_c=None, split=0.0, over=0.0, zoom=0.0, fz=0.03, pcap=0):
-    """Centers fitted to the cells' noisy means (weights: their noisy counts) and how many cells were released."""
+          thr=0.0, ward=0.0, exact=0, reduce=0, lloyd2=0, keep_c=None, split=0.0, over=0.0, zoom=0.0,
+          fz=0.03, pcap=0):
+    """Centers fitted to the cells' noisy means (weights: their noisy counts), and how many cells were
+    released. The defaults are the first prototype's (the numbers before over-seeding)."""
     from block_partition import weighted_kmeans
 
     rng = np.random.default_rng(seed + 1000)
