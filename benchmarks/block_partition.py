@@ -11,9 +11,12 @@ The variants:
 
 * ``mean``: one center at the data's mean (exact; the floor any release must beat).
 * ``tree``: the engine's A (``TreeSemicoreset``, the defaults) on the block.
-* ``oracle[:f]``: the *non-private* k-means clusters as the partition and one noisy d-dimensional sum per
-  cluster with a share f (0.7 by default) of A's budget, the counts with the rest: what a perfect partition
-  leaves after the noise on the sums. Not DP (the partition reads the data): a floor, not a method.
+* ``oracle[:f[,K[,s]]]``: the *non-private* K-means clusters (K = k by default) as the partition and one
+  noisy d-dimensional sum per cluster with a share f (0.7 by default) of A's budget, the counts with the rest:
+  what a perfect partition leaves after the noise on the sums. Not DP (the partition reads the data): a
+  floor, not a method. K < k asks whether fewer, larger clusters beat the noise where k clusters cannot;
+  s = 1 shrinks each noisy mean toward the count-weighted mean of all of them by the James–Stein factor
+  1 − d·σ²/(ñ²·‖m̂ − m̄‖²) (post-processing: σ is public, ñ noisy).
 * ``cells[:key=value,...]``: a prototype of a partition that follows the data (``cells_partition.py``: a
   public projection, a noisy tree there, noisy Lloyd steps in the projection, one noisy count and one noisy
   d-dimensional sum per cell of the raw block; its options and their budget shares are listed there).
@@ -78,14 +81,22 @@ class Block:
                            ("block", seed))
         return weighted_kmeans(out.points, out.weights, self.k, seed), len(out.weights)
 
-    def oracle(self, seed, share=0.7):
+    def oracle(self, seed, share=0.7, K=None, shrink=False):
+        from sklearn.cluster import KMeans
+
         rng = np.random.default_rng(seed)
-        k, d = self.k, self.d
-        cnt = np.bincount(self.labels, minlength=k) + rng.normal(size=k) * self.sigma(math.sqrt(2), 1 - share)
+        k, d = (self.k, self.d) if K is None else (int(K), self.d)
+        labels = self.labels if K is None else KMeans(k, n_init=3, random_state=0).fit(self.X).labels_
+        cnt = np.bincount(labels, minlength=k) + rng.normal(size=k) * self.sigma(math.sqrt(2), 1 - share)
         S = np.zeros((k, d))
-        np.add.at(S, self.labels, self.Y)
+        np.add.at(S, labels, self.Y)
         S += rng.normal(size=(k, d)) * self.sigma(2.0, share)
-        return self.c + self.R * S / np.maximum(cnt, 1)[:, None], k
+        M, w = S / np.maximum(cnt, 1)[:, None], np.maximum(cnt, 1)
+        if shrink:
+            dev = M - (M * w[:, None]).sum(0) / w.sum()
+            a = np.clip(1 - d * self.sigma(2.0, share) ** 2 / w ** 2 / np.maximum((dev ** 2).sum(1), 1e-300), 0, 1)
+            M = M - (1 - a)[:, None] * dev
+        return self.c + self.R * M, k
 
     def cells(self, seed, **options):
         from cells_partition import cells
@@ -110,7 +121,8 @@ def main(argv=None):
         if name == "tree":
             return b.tree(s)
         if name == "oracle":
-            return b.oracle(s, float(args) if args else 0.7)
+            share, K, shrink = (args.split(",") + ["", "", ""])[:3]
+            return b.oracle(s, float(share) if share else 0.7, int(K) if K else None, shrink == "1")
         if name == "cells":
             return b.cells(s, **options(args))
         return None

@@ -143,6 +143,8 @@ def main(argv=None):
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--exact", action="store_true", help="horizon_ticks = the stream's length")
     ap.add_argument("--declare-end", action="store_true", help="partial_fit(X, last=True) at the last tick")
+    ap.add_argument("--state", action="store_true",
+                    help="print each seed's engine state at the end and its peak (floats, and as a share of n·d)")
     ap.add_argument("--no-prefix", action="store_true")
     ap.add_argument("--cache", default="/tmp/dpstream-first-releases")
     ap.add_argument("--diagnose", type=int, default=0, metavar="TICK",
@@ -190,6 +192,11 @@ def main(argv=None):
               f"other flushes {[t for t in flushes[1:] if t not in changes]}", flush=True)
         for note in notes:
             print(note, flush=True)
+        if a.state:
+            nd = ds.n * ds.X.shape[1]
+            e = m.engine_
+            print(f"  state at the end {e.state_size()} floats ({e.state_size() / nd:.2%} of n·d), "
+                  f"peak {e.peak_state} ({e.peak_state / nd:.2%})", flush=True)
     stop = f", stopped at tick {last_tick} (final: its prefix)" if last_tick < ds.T else ""
     print(f"{a.dataset} ε={a.eps:g} {'exact' if a.exact else 'default'} horizon{', end declared' if a.declare_end else ''}{stop} {kw}: final median "
           f"{np.median(finals):.3f}, worst prefix (≥ 10%) median {np.median(worst):.3f}, {a.seeds} seeds")

@@ -115,9 +115,10 @@ class CellBlock(RawBlock):
     """Raw points and part indices (as :class:`RawBlock`) and the block's tree directions: the tree with
     cells (``tree_cells``) sketches the points at release and labels them with its cells' centers."""
 
-    def __init__(self, centers: np.ndarray, radii: np.ndarray, directions: np.ndarray, dim: int):
+    def __init__(self, centers: np.ndarray, radii: np.ndarray, directions, dim: int):
         super().__init__(centers, radii, dim)
-        self.V = np.asarray(directions, dtype=float).reshape(-1, dim)
+        # the tree's (D, d) hyperplanes, or a cells.Projected (hyperplanes in a projection and the projection)
+        self.V = directions if hasattr(directions, "P") else np.asarray(directions, dtype=float).reshape(-1, dim)
 
     def state_floats(self) -> int:
         return super().state_floats() + self.V.size

@@ -19,8 +19,24 @@ Voronoi cell of those k centers can. So :class:`~dpstream.semicoresets.TreeSemic
 
 The output shape is public: k cells per part, every part processed (P6). The block keeps raw points
 (step 3 needs them): :class:`~dpstream.blocks.CellBlock`.
+
+Two advanced options (off by default; P21 covers them):
+
+* ``cells_locate_dims`` = p: steps 1–3 *locate* in a keyed public Gaussian projection z = clip(P·y) to p
+  dimensions (:class:`Projected`; rows clipped to the unit ball there, so every sum's sensitivity holds):
+  the tree hashes and sums there, the centers are fitted there, and a point is labelled by its projected
+  row's nearest center. In high dimension the projection keeps the clusters' distances (Johnson–
+  Lindenstrauss) while a p-dimensional noisy leaf mean needs far fewer points than a d-dimensional one.
+  The cells' sums stay d-dimensional: only the partition is found in the projection.
+* ``cells_lloyd_steps`` = L with ``cells_lloyd_share``: between steps 2 and 3, L noisy Lloyd steps on the
+  centers (in the projection when there is one): per step one noisy count and one noisy sum per (part,
+  center) (:func:`lloyd_steps`). A record enters L of each. The tree's k-means of its leaves starts them
+  near the clusters; the steps move them to the clusters' means, which the leaves' cones mix.
 """
 from __future__ import annotations
+
+import math
+from typing import NamedTuple
 
 import numpy as np
 
@@ -62,3 +78,84 @@ def label(y: np.ndarray, part: np.ndarray, C: np.ndarray) -> np.ndarray:
         idx = order[a:b]
         lab[idx] = partition_nearest(y[idx], C[sp[a]])[0]
     return lab
+
+
+def locate_dims(cfg) -> int:
+    """p, the projection's dimension the cells locate in, or 0 (full d): ``cells_locate_dims`` when it is
+    below d (a projection to p ≥ d dimensions would not be narrower: the cells then locate in full d)."""
+    p = cfg.cells_locate_dims
+    return p if 0 < p < cfg.dim else 0
+
+
+class Projected(NamedTuple):
+    """The public keyed draws of the cells located in a projection (``cells_locate_dims`` = p): the tree's
+    hyperplanes in the projection and the projection itself (rows scaled by 1/√p, so that E‖P·y‖² = ‖y‖²)."""
+    V: np.ndarray  # (D, p)
+    P: np.ndarray  # (p, d)
+
+    @property
+    def size(self) -> int:  # the floats a block keeps for them
+        return self.V.size + self.P.size
+
+
+def draw_projected(noise, key, depth: int, p: int, d: int) -> Projected:
+    """The draws of ``key`` (a ring's: data-independent, the same for both drivers)."""
+    V = noise.generator(key + ("directions",), depth * p).normal(size=(depth, p))
+    P = noise.generator(key + ("projection",), p * d).normal(size=(p, d)) / math.sqrt(p)
+    return Projected(V, P)
+
+
+def project(y: np.ndarray, P: np.ndarray) -> np.ndarray:
+    """z = P·y per row, clipped to the unit ball (as :func:`~dpstream.blocks.normalise` clips): a record's
+    z, like its y, has ‖z‖ ≤ 1, so every sum over z keeps the sensitivity of a sum over y."""
+    z = y @ P.T
+    sq = np.einsum("ij,ij->i", z, z)
+    over = sq > 1.0
+    if over.any():
+        z[over] /= (np.sqrt(sq[over]) * (1 + 1e-12))[:, None]
+    return z
+
+
+def lloyd_steps(A, z: np.ndarray, part: np.ndarray, C: np.ndarray, key) -> np.ndarray:
+    """``cfg.cells_lloyd_steps`` noisy Lloyd steps of the (n_parts, k, p) centers ``C`` on the rows ``z``
+    (normalised, in the unit ball) of semicoreset ``A``'s block: per step, one noisy count and one noisy
+    quantised sum per (part, center) of the rows nearest to it (:func:`label`: a function of the row and
+    of the centers, themselves noisy outputs), drawn in part order (a public shape). A center whose noisy
+    count is below :func:`lloyd_keep` keeps its place (a decision on a noisy value; a mean of few rows is
+    mostly noise). New centers are clipped to the unit ball."""
+    cfg, plan = A.cfg, A.plan
+    n_parts, k, p = C.shape
+    n_cells = n_parts * k
+    owner = np.repeat(np.arange(n_parts), k)
+    q = A.quantise(z)
+    keep = lloyd_keep(plan, p)
+    C = C.copy()
+    for step in range(cfg.cells_lloyd_steps):
+        cell = part * k + label(z, part, C)
+        noisy = np.bincount(cell, minlength=n_cells) + A.part_noise(
+            key + ("cells", "lloyd", step, "count"), owner, scale=plan.a_lloyd_count_scale, per_part=False)
+        sums_q = _group_rows(cell, q, n_cells)
+        sums = (sums_q + A.part_noise(key + ("cells", "lloyd", step, "sum"), owner, (p,),
+                                      plan.a_lloyd_sum_scale * A.grid, per_part=False)) / A.grid
+        means = sums / np.maximum(noisy, 1)[:, None]
+        nrm = np.linalg.norm(means, axis=1)
+        means = np.where((nrm > 1)[:, None], means / np.maximum(nrm, 1e-300)[:, None], means)
+        flat = C.reshape(n_cells, p)
+        C = np.where((noisy >= keep)[:, None], means, flat).reshape(n_parts, k, p)
+    return C
+
+
+def lloyd_keep(plan, dims: int) -> float:
+    """The noisy count a Lloyd step's center needs to move (public): three standard deviations of its
+    count noise, and at least the norm of its ``dims``-dimensional sum noise (below it the noisy mean is
+    mostly noise: in full d at d = 784 a cluster of 10³ points would be)."""
+    per = 1.0 if plan.a_mechanism == "gaussian" else math.sqrt(2.0)  # a scale's standard deviation
+    return max(3.0 * plan.a_lloyd_count_scale, math.sqrt(dims) * plan.a_lloyd_sum_scale) * per
+
+
+def _group_rows(index: np.ndarray, q: np.ndarray, n_groups: int) -> np.ndarray:
+    from .semicoresets import group_sum  # the one row-sum of A (a late import: semicoresets imports this module)
+
+    if not len(q):
+        return np.zeros((n_groups, q.shape[1]), dtype=np.int64)
+    return group_sum(index, q, n_groups)

@@ -214,6 +214,14 @@ class BlackBoxA:
         point of the block is labelled with its part's nearest, and A's output is one noisy mean and
         noisy count per (part, cell): a partition that follows the data instead of the hyperplanes
         (:mod:`dpstream.cells`). The block then keeps its raw points until A.
+      cells_locate_dims: p with 0 < p < d (0, the default: off; p ≥ d: full d as well) locates the cells in a keyed public
+        Gaussian projection to p dimensions (rows clipped to the unit ball there): the tree hashes and
+        sums there, the k centers are fitted there, and each point takes its projected row's nearest
+        center. The cells' sums stay d-dimensional. Needs ``tree_cells``.
+      cells_lloyd_steps: L noisy Lloyd steps on the located centers before the cells' labelling (in the
+        projection with ``cells_locate_dims``), with the share ``cells_lloyd_share`` of A's budget (both or
+        neither; 0, the default: none). The tree keeps 1 − ``tree_cells`` − ``cells_lloyd_share``.
+      cells_lloyd_share: see ``cells_lloyd_steps``.
     """
     semicoreset: Semicoreset = Semicoreset.TREE
     tree_depth: Optional[int] = None
@@ -224,6 +232,9 @@ class BlackBoxA:
     weight_beta: float = 0.5
     root_tail: RootTail = RootTail.BLOCK
     tree_cells: float = 0.0
+    cells_locate_dims: int = 0
+    cells_lloyd_steps: int = 0
+    cells_lloyd_share: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -43,7 +43,8 @@ PARAMETERS = (
     "sum_grid_bits", "max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit",
     # added later, so they come last: the earlier keys keep their order
     "flush_growth", "flush_min_blocks", "root_tail", "release_decay_rule", "release_cover_factor", "ring_tolerance",
-    "tree_cells", "first_flush_leaves")
+    "tree_cells", "first_flush_leaves", "cells_locate_dims", "cells_lloyd_steps", "cells_lloyd_share")
+CELLS_OPTIONS = ("cells_locate_dims", "cells_lloyd_steps", "cells_lloyd_share")
 UNIT_FIELDS = ("max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit")
 _NAMES = {name: tuple(f.name for f in fields(cls)) for name, cls in GROUPS}
 _GROUP_OF = {field: name for name, names in _NAMES.items() for field in names}
@@ -55,6 +56,22 @@ _DERIVED = tuple(f.name for f in fields(Derived) if f.name != "rule_filled")
 def _check(cond: bool, msg: str) -> None:
     if not cond:
         raise ValueError(msg)
+
+
+def _check_cells_options(v: dict) -> None:
+    """The advanced options of A's cells: each needs ``tree_cells`` (which already excludes lloyd, snap and
+    a bounded privacy unit), and the tree must keep a share of A's budget."""
+    p, steps, g, f = v["cells_locate_dims"], v["cells_lloyd_steps"], v["cells_lloyd_share"], v["tree_cells"]
+    _check(_is_whole(p) and p >= 0, f"cells_locate_dims must be an integer >= 0, got {p!r}")
+    _check(_is_whole(steps) and steps >= 0, f"cells_lloyd_steps must be an integer >= 0, got {steps!r}")
+    _check(_is_num(g) and 0 <= g < 1, f"cells_lloyd_share must be a share in [0, 1), got {g!r}")
+    v["cells_locate_dims"], v["cells_lloyd_steps"], v["cells_lloyd_share"] = int(p), int(steps), float(g)
+    for name in CELLS_OPTIONS:
+        _check(not v[name] or f, f"{name} needs tree_cells > 0 (the options of A's cells)")
+    _check(bool(steps) == bool(g), "cells_lloyd_steps and cells_lloyd_share go together: set both > 0 "
+           "(Lloyd steps with their share of A's budget) or neither")
+    _check(f + g < 1, f"tree_cells + cells_lloyd_share must be < 1 (the tree keeps the rest of A's budget), "
+           f"got {f!r} + {g!r}")
 
 
 def _is_whole(x) -> bool:
@@ -149,6 +166,9 @@ class EngineConfig:
                 d.pop(name)
         if not self.tree_cells:  # off: the same dict (and config hash) as before the option
             d.pop("tree_cells")
+        for name in CELLS_OPTIONS:  # off (0): the same dict as before the cells' options
+            if not getattr(self, name):
+                d.pop(name)
         if self.first_flush_leaves == 1.0:  # the default: the same dict as before the option (what a default
             # run releases is told apart by ALGORITHM_VERSION, part of a run's identity)
             d.pop("first_flush_leaves")
@@ -343,6 +363,7 @@ def _check_and_normalise(v: dict) -> None:
     _check(not cells or v["semicoreset"] == Semicoreset.TREE, "tree_cells needs semicoreset='tree'")
     _check(not cells or v["max_contributions"] is None,
            "tree_cells is not available with a bounded privacy unit (max_contributions)")
+    _check_cells_options(v)
     _check(4 <= v["sum_grid_bits"] <= 40, "sum_grid_bits must be in [4, 40]")
     try:
         split = tuple(float(s) for s in v["privacy_split"])

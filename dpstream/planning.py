@@ -40,7 +40,10 @@ def bound_terms(cfg: EngineConfig, svt_scale: float, block_size: int, n_f: int =
     P = n_f + k
     M = block_size
     if cfg.semicoreset == "tree" and cfg.tree_cells:  # raw points until A, and the tree's directions
-        block = (M + a) * (d + 1) + cfg.tree_depth * d + P
+        from .cells import locate_dims
+
+        p = locate_dims(cfg)  # located in a projection: D directions in it, and the p × d projection
+        block = (M + a) * (d + 1) + (cfg.tree_depth * p + p * d if p else cfg.tree_depth * d) + P
     elif cfg.semicoreset == "tree":
         block = min(M + a, P * 2 ** cfg.tree_depth) * (d + 2) + cfg.tree_depth * d + P
     elif cfg.semicoreset == "lloyd":

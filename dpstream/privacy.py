@@ -46,6 +46,7 @@ from typing import Dict, List, Optional, Tuple
 
 
 from .noise import SECRET_SEED, TEST_SEED
+from .cells import locate_dims
 from .params import EngineConfig
 
 # dp_accounting (and the scipy.stats it loads) is imported by the functions that account, not with the
@@ -244,6 +245,8 @@ class PrivacyPlan:
     unit: Optional[dict] = None  # the privacy unit and its bounds (None: one record is the unit)
     a_cell_count_scale: float = 0.0  # A's cells (``tree_cells``; 0: off): one count and one sum per record
     a_cell_sum_scale: float = 0.0
+    a_lloyd_count_scale: float = 0.0  # the cells' Lloyd steps (``cells_lloyd_steps``; 0: off): per step and record
+    a_lloyd_sum_scale: float = 0.0
 
     @property
     def total_epsilon(self) -> float:
@@ -330,9 +333,10 @@ class PrivacyPlan:
                             f"one (tree, rep) instance per record"))
                 z_a = math.sqrt(1.0 / inv_a)
                 phi = cfg.count_share if m_s > 0 else 1.0
-                f = cfg.tree_cells
-                if f:  # the tree keeps 1 − f of A's Σ(Δ/σ)², the cells f, each split φ : 1 − φ
-                    z_a /= math.sqrt(1 - f)
+                f, f_l = cfg.tree_cells, cfg.cells_lloyd_share
+                rest = 1 - f - f_l
+                if f:  # the tree keeps 1 − f − f_l of A's Σ(Δ/σ)², the Lloyd steps f_l, the cells f, each φ : 1 − φ
+                    z_a /= math.sqrt(rest)
                 sens_c = math.sqrt(m_c * rel1) * g
                 a_count_scale = z_a * sens_c / math.sqrt(phi)
                 out.append(LedgerLine("semicoreset A counts", "gaussian", a_count_scale, sens_c, 1,
@@ -345,8 +349,11 @@ class PrivacyPlan:
                     out.append(LedgerLine("semicoreset A sums", "gaussian", a_sum_scale, sens_s, 1,
                                           gaussian_epsilon(a_sum_scale / sens_s, cfg.delta / 4),
                                           f"{m_s} noisy sums per record (normalised ball)"))
+                if f_l:
+                    out.extend(_lloyd_lines_gaussian(z_a * math.sqrt(rest / f_l), phi, rel1, s2, g, cfg.delta,
+                                                     cfg.cells_lloyd_steps))
                 if f:
-                    out.extend(_cell_lines_gaussian(z_a * math.sqrt((1 - f) / f), phi, rel1, s2, g, cfg.delta))
+                    out.extend(_cell_lines_gaussian(z_a * math.sqrt(rest / f), phi, rel1, s2, g, cfg.delta))
                 return out, bic_scale, a_count_scale, a_sum_scale, count_scale
 
             # The lines are discretised one by one in the reported PLD, which can land a hair above
@@ -386,18 +393,32 @@ class PrivacyPlan:
             eps_a = w_a * cfg.epsilon
             phi = cfg.count_share if m_s > 0 else 1.0
             eps_cells = cfg.tree_cells * eps_a  # the cells' share of A's ε (0: off), split φ : 1 − φ
+            eps_lloyd = cfg.cells_lloyd_share * eps_a  # the cells' Lloyd steps' share (0: off)
             eps_a -= eps_cells
+            if eps_lloyd:
+                eps_a -= eps_lloyd
+            # the tree's and the Lloyd steps' sums are p-dimensional when the cells locate in a projection
+            d_loc = locate_dims(cfg) or d
             sens_c = m_c * rel1 * g
             a_count_scale = sens_c / (phi * eps_a)
             lines.append(LedgerLine("semicoreset A counts", "discrete_laplace", a_count_scale, sens_c, 1,
                                     phi * eps_a, f"{m_c} noisy counts per record"))
             if m_s > 0:
-                sens_s = s2 * math.sqrt(d) * m_s * g
+                sens_s = s2 * math.sqrt(d_loc) * m_s * g
                 a_sum_scale = sens_s / ((1 - phi) * eps_a)
                 lines.append(LedgerLine("semicoreset A sums", "discrete_laplace", a_sum_scale, sens_s, 1,
                                         (1 - phi) * eps_a, f"{m_s} noisy sums per record, ℓ1 √d per sum"))
             else:
                 a_sum_scale = 0.0
+            if eps_lloyd:
+                L = cfg.cells_lloyd_steps
+                lines.append(LedgerLine("semicoreset A lloyd counts", "discrete_laplace", L * rel1 / (phi * eps_lloyd),
+                                        L * rel1, 1, phi * eps_lloyd, f"{L} noisy counts per record (its center's, "
+                                        "one per Lloyd step)"))
+                lines.append(LedgerLine("semicoreset A lloyd sums", "discrete_laplace",
+                                        s2 * math.sqrt(d_loc) * L / ((1 - phi) * eps_lloyd), s2 * math.sqrt(d_loc) * L,
+                                        1, (1 - phi) * eps_lloyd, f"{L} noisy sums per record (one per Lloyd step), "
+                                        f"ℓ1 √{d_loc} each"))
             if eps_cells:
                 lines.append(LedgerLine("semicoreset A cell counts", "discrete_laplace", rel1 / (phi * eps_cells),
                                         rel1, 1, phi * eps_cells, "1 noisy count per record (its cell)"))
@@ -422,7 +443,9 @@ class PrivacyPlan:
                    test_seed=bool(test_seed), participation=participation, count_scale=count_scale,
                    count_mechanism=bic_mech, runs=cfg.runs, horizon_ticks=cfg.horizon_ticks,
                    unit=_unit(cfg), a_cell_count_scale=_line_noise(lines, "semicoreset A cell counts"),
-                   a_cell_sum_scale=_line_noise(lines, "semicoreset A cell sums"))
+                   a_cell_sum_scale=_line_noise(lines, "semicoreset A cell sums"),
+                   a_lloyd_count_scale=_line_noise(lines, "semicoreset A lloyd counts"),
+                   a_lloyd_sum_scale=_line_noise(lines, "semicoreset A lloyd sums"))
 
     @classmethod
     def _non_private(cls, cfg, n_inst, m_c, m_s, test_seed):
@@ -488,6 +511,21 @@ def _cell_lines_gaussian(z_cells: float, phi: float, rel1: float, s2: float, g: 
             LedgerLine("semicoreset A cell sums", "gaussian", s_scale, s2 * g, 1,
                        gaussian_epsilon(s_scale / (s2 * g), delta / 4),
                        "1 noisy sum per record (its cell, normalised ball)")]
+
+
+def _lloyd_lines_gaussian(z_lloyd: float, phi: float, rel1: float, s2: float, g: float, delta: float, steps: int):
+    """The Gaussian ledger lines of the cells' Lloyd steps: per record ``steps`` counts (Δ² = steps·rel1·g²)
+    and ``steps`` sums (Δ² = steps·s2²·g²), one of each per step, at noise multiplier ``z_lloyd`` (their
+    share of A's Σ(Δ/σ)²) split φ : 1 − φ; each line's noise is one step's."""
+    sens_c, sens_s = math.sqrt(steps * rel1) * g, s2 * math.sqrt(steps) * g
+    c_scale = z_lloyd * sens_c / math.sqrt(phi)
+    s_scale = z_lloyd * sens_s / math.sqrt(1 - phi)
+    return [LedgerLine("semicoreset A lloyd counts", "gaussian", c_scale, sens_c, 1,
+                       gaussian_epsilon(c_scale / sens_c, delta / 4),
+                       f"{steps} noisy counts per record (its center's, one per Lloyd step)"),
+            LedgerLine("semicoreset A lloyd sums", "gaussian", s_scale, sens_s, 1,
+                       gaussian_epsilon(s_scale / sens_s, delta / 4),
+                       f"{steps} noisy sums per record (one per Lloyd step, normalised ball)")]
 
 
 def _line_noise(lines, component: str) -> float:

@@ -209,10 +209,10 @@ class Semicoreset:
             return max(self.count_tail(1, run_wide=False), self.cfg.tree_keep_factor * self.sum_noise_norm())
         return self.count_tail(1)
 
-    def sum_noise_norm(self) -> float:
+    def sum_noise_norm(self, dim: int = None) -> float:
         s = self.plan.a_sum_scale
         per = s if self.plan.a_mechanism == "gaussian" else s * math.sqrt(2.0)
-        return math.sqrt(self.cfg.dim) * per
+        return math.sqrt(self.cfg.dim if dim is None else dim) * per
 
 
 class SnapSemicoreset(Semicoreset):
@@ -254,8 +254,12 @@ class TreeSemicoreset(Semicoreset):
     name = "tree"
     per_part_noise = True
 
-    def directions(self, key) -> np.ndarray:
+    def directions(self, key):
+        """(D, d) keyed hyperplanes; with cells located in a projection, the :class:`~dpstream.cells.Projected`
+        draws (hyperplanes in the projection and the projection) instead."""
         D, d = self.cfg.tree_depth, self.cfg.dim
+        if cells.locate_dims(self.cfg):
+            return cells.draw_projected(self.noise, key, D, cells.locate_dims(self.cfg), d)
         return self.noise.generator(key + ("directions",), D * d).normal(size=(D, d))
 
     def open_block(self, centers, radii, key, directions=None):
@@ -279,10 +283,11 @@ class TreeSemicoreset(Semicoreset):
             return s * math.sqrt(2.0 * math.log(2.0 * n / beta))
         return s * math.log(2.0 * n / beta)
 
-    def thresholds(self, n_parts: int, key=None):
-        """(θ_root, θ_keep, θ_branch) of a release with ``n_parts`` parts (public numbers) of block ``key``."""
+    def thresholds(self, n_parts: int, key=None, dim: int = None):
+        """(θ_root, θ_keep, θ_branch) of a release with ``n_parts`` parts (public numbers) of block ``key``
+        whose sums have ``dim`` coordinates (d unless the cells locate in a projection)."""
         cfg = self.cfg
-        theta_k = max(self.count_tail(n_parts, run_wide=False), cfg.tree_keep_factor * self.sum_noise_norm())
+        theta_k = max(self.count_tail(n_parts, run_wide=False), cfg.tree_keep_factor * self.sum_noise_norm(dim))
         theta_root = max(theta_k, self.count_tail(n_parts, key=key))  # an empty part's root must not pass
         return theta_root, theta_k, max(cfg.tree_branch_factor, 1.0) * theta_k
 
@@ -290,17 +295,29 @@ class TreeSemicoreset(Semicoreset):
         return self._cells(block, key) if self.cfg.tree_cells else self._leaves(block, key)
 
     def _cells(self, block, key):
-        """Steps 1–4 of :mod:`dpstream.cells` on a :class:`CellBlock`."""
+        """Steps 1–4 of :mod:`dpstream.cells` on a :class:`CellBlock` (located in its projection, with Lloyd
+        steps, when the options say so)."""
         d, k, n_parts = self.cfg.dim, self.cfg.n_clusters, block.n_parts
-        x, part = block.raw()
-        sketch = LeafSketch(block.centers, block.radii, block.V, d, self.grid)
-        sketch.add(x, part)
+        if isinstance(block.V, cells.Projected):
+            y, part = block.points()
+            loc = cells.project(y, block.V.P)  # the rows the cells are located with
+            n_loc = loc.shape[1]
+            sketch = LeafSketch(np.zeros((n_parts, n_loc)), np.ones(n_parts), block.V.V, n_loc, self.grid)
+            sketch.add(loc, part)
+        else:
+            x, part = block.raw()
+            sketch = LeafSketch(block.centers, block.radii, block.V, d, self.grid)
+            sketch.add(x, part)
         leaves = self._leaves(sketch, key)
         C = cells.centers_from_leaves(leaves.points, leaves.weights, leaves.part, n_parts, k, self.cfg.objective,
                                       lambda p: self.noise.generator(key + ("cells", "fit", p)))
-        y, part = block.points()
+        if not isinstance(block.V, cells.Projected):
+            y, part = block.points()
+            loc = y
+        if self.cfg.cells_lloyd_steps:
+            C = cells.lloyd_steps(self, loc, part, C, key)
         n_cells = n_parts * k
-        cell = part * k + cells.label(y, part, C)
+        cell = part * k + cells.label(loc, part, C)
         owner = np.repeat(np.arange(n_parts), k)  # a public shape: one draw per purpose, in part order
         noisy = np.bincount(cell, minlength=n_cells) + self.part_noise(
             key + ("cells", "count"), owner, scale=self.plan.a_cell_count_scale, per_part=False)
@@ -314,10 +331,10 @@ class TreeSemicoreset(Semicoreset):
         return WeightedSet(means, w, owner)
 
     def _leaves(self, block, key):
-        D, d = block.depth, self.cfg.dim
+        D, d = block.depth, block.dim  # d: the sketch's, p when the cells locate in a projection
         keys, ecount, esum = block.compact()
         n_parts = block.n_parts
-        theta_root, theta_k, theta_b = self.thresholds(n_parts, key)
+        theta_root, theta_k, theta_b = self.thresholds(n_parts, key, None if d == self.cfg.dim else d)
         node_key = np.arange(n_parts, dtype=np.int64)  # key at level l: part·2^l + path code
         parent = np.full(n_parts, -1, dtype=np.int64)
         levels = []  # per level: (keys, noisy counts, kept, parent index)

@@ -309,9 +309,11 @@ def test_the_pickled_engine_is_as_small_as_its_state_after_a_big_tick(seed):
     assert len(pickle.dumps(e)) <= 8 * e.state_size() + 200_000
 
 
-def test_the_bound_holds_with_cells(seed):
-    """tree_cells: the blocks hold raw points until A and A releases k cells per part (the plan's terms)."""
-    mon = Monitor(make_flavoured(seed, "defaults", horizon_ticks=32, tree_cells=0.5))
+@pytest.mark.parametrize("options", [{}, dict(cells_locate_dims=1, cells_lloyd_steps=2, cells_lloyd_share=0.3)])
+def test_the_bound_holds_with_cells(seed, options):
+    """tree_cells: the blocks hold raw points until A and A releases k cells per part (the plan's terms);
+    located in a projection, a block holds the projection's draws too."""
+    mon = Monitor(make_flavoured(seed, "defaults", horizon_ticks=32, tree_cells=0.5, **options))
     rng = np.random.default_rng(1)
     for t in range(32):
         mon.step(rng.normal(scale=3.0, size=(N_TICK, 2)) + (t % 3) * 2.0)

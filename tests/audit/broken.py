@@ -20,7 +20,7 @@ from dpstream.privacy import PrivacyPlan
 
 def plan_scales_halved(monkeypatch, *which: str, factor: float = 0.5):
     """The plan calibrates some noise scales ``factor``× too small (default: halved, a lost factor 2).
-    ``which`` ⊆ {"bic", "svt", "a_count", "a_sum", "a_cell_count", "a_cell_sum"}."""
+    ``which`` ⊆ {"bic", "svt", "a_count", "a_sum", "a_cell_count", "a_cell_sum", "a_lloyd_count", "a_lloyd_sum"}."""
     orig = PrivacyPlan.build.__func__
 
     def build(cls, cfg, test_seed=False):
@@ -34,7 +34,7 @@ def plan_scales_halved(monkeypatch, *which: str, factor: float = 0.5):
             changed["a_count_scale"] = plan.a_count_scale * factor
         if "a_sum" in which:
             changed["a_sum_scale"] = plan.a_sum_scale * factor
-        for name in ("a_cell_count", "a_cell_sum"):
+        for name in ("a_cell_count", "a_cell_sum", "a_lloyd_count", "a_lloyd_sum"):
             if name in which:
                 changed[name + "_scale"] = getattr(plan, name + "_scale") * factor
         return dataclasses.replace(plan, **changed)  # the plan is frozen

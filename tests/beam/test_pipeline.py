@@ -588,6 +588,16 @@ def test_batch_job_with_tree_cells_releases_what_the_engine_releases(tmp_path, s
     assert any(len(r["coreset_weights"]) for r in got)
 
 
+def test_batch_job_with_the_cells_options_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
+    """tree_cells located in a projection (the keyed draws made by the shards' and the rings' A alike) with
+    Lloyd steps: the job's releases are the engine's."""
+    got, want, cfg = _job_and_engine_with(dict(tree_cells=0.4, cells_locate_dims=1, cells_lloyd_steps=2,
+                                               cells_lloyd_share=0.3), 6, tmp_path, seed_file, monkeypatch)
+    assert (cfg.cells_locate_dims, cfg.cells_lloyd_steps, cfg.cells_lloyd_share) == (1, 2, 0.3)
+    assert got == want and len(got) == 40
+    assert any(len(r["coreset_weights"]) for r in got)
+
+
 def test_batch_job_with_ring_tolerance_releases_what_the_engine_releases(tmp_path, seed_file):
     """The default ring_tolerance (unit-norm points: every one on the first epoch's ring boundary): the
     job's AssignRings puts each point in the ring the engine does, so the releases are the engine's."""
