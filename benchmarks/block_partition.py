@@ -17,13 +17,9 @@ The variants:
   floor, not a method. K < k asks whether fewer, larger clusters beat the noise where k clusters cannot;
   s = 1 shrinks each noisy mean toward the count-weighted mean of all of them by the James–Stein factor
   1 − d·σ²/(ñ²·‖m̂ − m̄‖²) (post-processing: σ is public, ñ noisy).
-* ``cells[:key=value,...]``: a prototype of a partition that follows the data — a public Gaussian projection
-  to p dimensions (points clipped to the unit ball there), a noisy-count tree of D1 random hyperplanes in
-  that space with noisy p-dimensional leaf sums, a weighted k-means of the leaf means (post-processing),
-  ``lloyd`` noisy Lloyd steps in the projection, then one noisy count and one noisy d-dimensional sum per
-  Voronoi cell of the raw block. ``f = (tree counts, leaf sums, cell counts, cell sums)`` and ``fl`` (per
-  Lloyd step) are the shares of A's budget (they should sum to ≤ 1). Float Gaussian noise and a simplified
-  tree walk: a measurement of the idea, not an implementation to release with.
+* ``cells[:key=value,...]``: a prototype of a partition that follows the data (``cells_partition.py``: a
+  public projection, a noisy tree there, noisy Lloyd steps in the projection, one noisy count and one noisy
+  d-dimensional sum per cell of the raw block; its options and their budget shares are listed there).
 """
 import argparse
 import math
@@ -102,61 +98,10 @@ class Block:
             M = M - (1 - a)[:, None] * dev
         return self.c + self.R * M, k
 
-    def cells(self, seed, p=32, D1=9, f=(0.1, 0.1, 0.1, 0.4), lloyd=4, fl=0.075, keep_mult=3.0):
-        rng = np.random.default_rng(seed + 1000)
-        n, d, k, Y = self.n, self.d, self.k, self.Y
-        Z = Y @ (rng.normal(size=(p, d)) / math.sqrt(p)).T
-        Z /= np.maximum(np.linalg.norm(Z, axis=1), 1.0)[:, None]
-        f_cnt, f_leaf, f_cell_cnt, f_cell_sum = f
-        sig_c, sig_z = self.sigma(math.sqrt(2 * (D1 + 1)), f_cnt), self.sigma(2.0, f_leaf)
-        theta_k = max(sig_c * math.sqrt(2 * math.log(2 * 64 / 0.5)), keep_mult * math.sqrt(p) * sig_z)
-        bits = (Z @ rng.normal(size=(D1, p)).T >= 0).astype(np.int64)
-        code = (bits << np.arange(D1 - 1, -1, -1)).sum(1)
-        leaves, frontier = [], [(0, 0, n + rng.normal() * sig_c)]
-        while frontier:
-            nxt = []
-            for lv, pre, nc in frontier:
-                if lv == 0 and nc < theta_k:
-                    continue
-                kids = []
-                if nc >= 2 * theta_k and lv < D1:
-                    for b in (0, 1):
-                        m = (code >> (D1 - lv - 1)) == 2 * pre + b
-                        q = m.sum() + rng.normal() * sig_c
-                        if q >= theta_k:
-                            kids.append((lv + 1, 2 * pre + b, q))
-                if kids:
-                    nxt += kids
-                else:
-                    leaves.append((lv, pre, nc))
-            frontier = nxt
-        Lz, Lw = [], []
-        for lv, pre, nc in leaves:
-            m = (code >> (D1 - lv)) == pre if lv else np.ones(n, bool)
-            Lz.append((Z[m].sum(0) + rng.normal(size=p) * sig_z) / max(nc, 1))
-            Lw.append(nc)
-        if not Lz:
-            return self.c[None], 0
-        Cz = weighted_kmeans(np.array(Lz), np.array(Lw), k, seed)
-        sig_lc, sig_lz = self.sigma(math.sqrt(2), fl), self.sigma(2.0, fl)
-        for _ in range(lloyd):
-            lab = ((Z ** 2).sum(1)[:, None] - 2 * Z @ Cz.T + (Cz ** 2).sum(1)[None]).argmin(1)
-            cn = np.bincount(lab, minlength=len(Cz)) + rng.normal(size=len(Cz)) * sig_lc
-            Sz = np.zeros_like(Cz)
-            np.add.at(Sz, lab, Z)
-            Sz += rng.normal(size=Sz.shape) * sig_lz
-            Cz = np.where((cn > 3 * sig_lc)[:, None], Sz / np.maximum(cn, 1)[:, None], Cz)
-        lab = ((Z ** 2).sum(1)[:, None] - 2 * Z @ Cz.T + (Cz ** 2).sum(1)[None]).argmin(1)
-        kk = len(Cz)
-        sig_cc = self.sigma(math.sqrt(2), f_cell_cnt)
-        cnt = np.bincount(lab, minlength=kk) + rng.normal(size=kk) * sig_cc
-        S = np.zeros((kk, d))
-        np.add.at(S, lab, Y)
-        S += rng.normal(size=(kk, d)) * self.sigma(2.0, f_cell_sum)
-        keep = cnt >= sig_cc * math.sqrt(2 * math.log(2 * kk * 1024 / 0.5))
-        M = S[keep] / cnt[keep][:, None]
-        M /= np.maximum(np.linalg.norm(M, axis=1), 1.0)[:, None]
-        return weighted_kmeans(self.c + self.R * M, cnt[keep], k, seed), len(leaves)
+    def cells(self, seed, **options):
+        from cells_partition import cells
+
+        return cells(self, seed, **options)
 
 
 def main(argv=None):
@@ -165,6 +110,7 @@ def main(argv=None):
     ap.add_argument("--variants", default="mean|tree|oracle|oracle:0.95|cells",
                     help="'|'-separated; cells takes key=value arguments after a colon")
     ap.add_argument("--seeds", type=int, default=3)
+    ap.add_argument("--seed0", type=int, default=0, help="the first seed (seeds seed0 .. seed0 + seeds − 1)")
     ap.add_argument("--eps", type=float, default=1.0, help="the run's ε (δ = 1e-6); A's budget is the plan's at it")
     a = ap.parse_args(argv)
     b = Block(a.dataset, a.eps)
@@ -178,19 +124,28 @@ def main(argv=None):
             share, K, shrink = (args.split(",") + ["", "", ""])[:3]
             return b.oracle(s, float(share) if share else 0.7, int(K) if K else None, shrink == "1")
         if name == "cells":
-            return b.cells(s, **eval(f"dict({args})", {}))  # a measurement tool's own command line
+            return b.cells(s, **options(args))
         return None
 
-    report_variants(b, a.variants, a.seeds, run, "output points/leaves")
+    report_variants(b, a.variants, range(a.seed0, a.seed0 + a.seeds), run, "output points/leaves")
 
 
-def report_variants(b: Block, variants: str, seeds: int, run, size_name: str) -> None:
+def options(args: str) -> dict:
+    """``key=value,...`` (Python literals) as keyword arguments; a later key overrides an earlier one, so a
+    variant can be a named setting with one thing changed."""
+    import ast
+
+    call = ast.parse(f"f({args})", mode="eval").body
+    return {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
+
+
+def report_variants(b: Block, variants: str, seeds, run, size_name: str) -> None:
     """One line per '|'-separated variant ``name[:args]``: the median and each seed's cost ratio of
     ``run(name, args, seed)`` → (centers, output size), or None for a name it does not know."""
     for v in variants.split("|"):
         name, _, args = v.partition(":")
         ratios, sizes = [], []
-        for s in range(seeds):
+        for s in (range(seeds) if isinstance(seeds, int) else seeds):
             got = run(name, args, s)
             if got is None:
                 raise SystemExit(f"unknown variant {name!r}")

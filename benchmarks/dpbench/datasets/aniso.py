@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .registry import Raw, register
+from .registry import Raw, first_points, register
 
 
 @register("aniso32", "anisotropic mixture", held_out=True)
@@ -33,3 +33,6 @@ def aniso(n: int = 100_000, d: int = 32, k: int = 10, box: float = 2.0, sigma_ma
             f"diffprivlib bounds: [−{half:g}, {half:g}]^{d}.")
     return Raw(X, lab, k, tick, math.sqrt(d) * half, np.zeros(d), (np.full(d, -half), np.full(d, half)), rule,
                dict(sizes=np.round(sizes, 4).tolist()))
+
+
+register("aniso32_1e4", "anisotropic mixture", held_out=True, grid=False)(first_points(aniso, 10_000))

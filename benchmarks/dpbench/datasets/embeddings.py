@@ -51,3 +51,5 @@ register("emb784", "embeddings")(lambda: embeddings(d=784))
 register("emb784_1e4", "embeddings", grid=False)(first_points(lambda: embeddings(d=784), 10_000))
 # held out: another dimension (a common sentence-embedding size), intrinsic dimension and seed
 register("emb384", "embeddings", held_out=True)(lambda: embeddings(d=384, intrinsic=8, seed=1000))
+register("emb384_1e4", "embeddings", held_out=True, grid=False)(
+    first_points(lambda: embeddings(d=384, intrinsic=8, seed=1000), 10_000))

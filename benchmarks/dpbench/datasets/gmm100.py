@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .registry import Raw, register
+from .registry import Raw, first_points, register
 
 
 @register("gmm100", "gmm")
@@ -22,3 +22,6 @@ def gmm100(n: int = 100_000, d: int = 100, k: int = 64, std: float = 0.0125, mea
             f"points clipped to the unit ball by the generator: Λ = 1, center = 0. diffprivlib bounds: [−1, 1]^{d}.")
     return Raw(X, lab, k, tick, 1.0, np.zeros(d), (np.full(d, -1.0), np.full(d, 1.0)), rule,
                dict(clipped_by_generator=int(over.sum())))
+
+
+register("gmm100_1e4", "gmm", grid=False)(first_points(gmm100, 10_000))
