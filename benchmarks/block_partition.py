@@ -33,20 +33,12 @@ limit_threads()
 
 import numpy as np  # noqa: E402
 
+from cells_partition import cells, weighted_kmeans  # noqa: E402,F401  (block_tree_variants imports weighted_kmeans from here)
+
 
 def cost(X, C):
     d2 = (X ** 2).sum(1)[:, None] - 2.0 * X @ C.T + (C ** 2).sum(1)[None]
     return float(np.maximum(d2.min(1), 0).sum())
-
-
-def weighted_kmeans(P, w, k, seed):
-    from sklearn.cluster import KMeans
-
-    keep = w > 0
-    P, w = P[keep], w[keep]
-    if len(P) <= k:
-        return P
-    return KMeans(k, n_init=3, random_state=seed).fit(P, sample_weight=w).cluster_centers_
 
 
 class Block:
@@ -99,8 +91,6 @@ class Block:
         return self.c + self.R * M, k
 
     def cells(self, seed, **options):
-        from cells_partition import cells
-
         return cells(self, seed, **options)
 
 

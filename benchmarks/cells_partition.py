@@ -36,6 +36,17 @@ import math
 import numpy as np
 
 
+def weighted_kmeans(P, w, k, seed):
+    """KMeans (n_init = 3) of the rows with positive weight; the rows themselves when there are at most k."""
+    from sklearn.cluster import KMeans
+
+    keep = w > 0
+    P, w = P[keep], w[keep]
+    if len(P) <= k:
+        return P
+    return KMeans(k, n_init=3, random_state=seed).fit(P, sample_weight=w).cluster_centers_
+
+
 def _nearest(Z, C):
     return ((Z ** 2).sum(1)[:, None] - 2 * Z @ C.T + (C ** 2).sum(1)[None]).argmin(1)
 
@@ -137,8 +148,6 @@ def _zoom(b, Z, c, share, rng):
 
 def _reduce(Cz, W, m, seed):
     """The weighted k-means of the projected centers to m (post-processing); weights follow their centers."""
-    from block_partition import weighted_kmeans
-
     C = weighted_kmeans(Cz, np.maximum(W, 0), m, seed)
     return C, np.bincount(_nearest(Cz, C), weights=W, minlength=len(C))
 
@@ -148,8 +157,6 @@ def cells(b, seed, p=32, D1=9, f=(0.1, 0.1, 0.1, 0.4), lloyd=4, fl=0.075, keep_m
           fz=0.03, pcap=0):
     """Centers fitted to the cells' noisy means (weights: their noisy counts), and how many cells were
     released. The defaults are the first prototype's (the numbers before over-seeding)."""
-    from block_partition import weighted_kmeans
-
     rng = np.random.default_rng(seed + 1000)
     n, d, k, Y = b.n, b.d, b.k, b.Y
     if over:
