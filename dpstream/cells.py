@@ -32,6 +32,16 @@ Two advanced options (off by default; P21 covers them):
   centers (in the projection when there is one): per step one noisy count and one noisy sum per (part,
   center) (:func:`lloyd_steps`). A record enters L of each. The tree's k-means of its leaves starts them
   near the clusters; the steps move them to the clusters' means, which the leaves' cones mix.
+
+Three seeding options (off by default; P21), all post-processing of noisy values and keyed draws:
+
+* ``cells_overseed`` = r: step 2 fits r·k centers, the Lloyd steps move all of them, and a weighted k-means
+  of them (:func:`reduce_centers`; weights: the last step's noisy counts) gives the k cells. With k centers
+  from the start the steps keep the tree's mistakes (two clusters under one center).
+* ``cells_reseed`` = s: between Lloyd steps a dead center is moved beside the heaviest (:func:`reseed`), so
+  the next step can split a center that holds two clusters.
+* ``cells_count_share``: the cells' own count : sum split (their sums need most of the budget once the
+  partition is right; the tree's and the steps' counts do not).
 """
 from __future__ import annotations
 
