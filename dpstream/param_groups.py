@@ -227,7 +227,7 @@ class BlackBoxA:
         the leaves' without steps) makes the k cells. Needs ``tree_cells``.
       cells_reseed: s > 0 (0, the default: off): after each Lloyd step but the last, a center whose noisy
         count is under the move threshold is moved beside its part's heaviest center, the two ± s × the
-        moved centers' median gap apart along a keyed public direction. Needs ``cells_lloyd_steps``.
+        live centers' median gap apart along a keyed public direction. Needs ``cells_lloyd_steps``.
       cells_count_share: the cells' own count share (0, the default: ``count_share``, as the tree's and
         the Lloyd steps'): their counts take this part of the cells' budget, their sums the rest.
     """
