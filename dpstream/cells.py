@@ -32,6 +32,16 @@ Two advanced options (off by default; P21 covers them):
   centers (in the projection when there is one): per step one noisy count and one noisy sum per (part,
   center) (:func:`lloyd_steps`). A record enters L of each. The tree's k-means of its leaves starts them
   near the clusters; the steps move them to the clusters' means, which the leaves' cones mix.
+
+Three seeding options (off by default; P21), all post-processing of noisy values and keyed draws:
+
+* ``cells_overseed`` = r: step 2 fits r·k centers, the Lloyd steps move all of them, and a weighted k-means
+  of them (:func:`reduce_centers`; weights: the last step's noisy counts) gives the k cells. With k centers
+  from the start the steps keep the tree's mistakes (two clusters under one center).
+* ``cells_reseed`` = s: between Lloyd steps a dead center is moved beside the heaviest (:func:`reseed`), so
+  the next step can split a center that holds two clusters.
+* ``cells_count_share``: the cells' own count : sum split (their sums need most of the budget once the
+  partition is right; the tree's and the steps' counts do not).
 """
 from __future__ import annotations
 
@@ -123,7 +133,13 @@ def lloyd_steps(A, z: np.ndarray, part: np.ndarray, C: np.ndarray, key) -> np.nd
     quantised sum per (part, center) of the rows nearest to it (:func:`label`: a function of the row and
     of the centers, themselves noisy outputs), drawn in part order (a public shape). A center whose noisy
     count is below :func:`lloyd_keep` keeps its place (a decision on a noisy value; a mean of few rows is
-    mostly noise). New centers are clipped to the unit ball."""
+    mostly noise), or with ``cells_reseed`` is moved (:func:`reseed`). New centers are clipped to the unit
+    ball."""
+    return lloyd_steps_counted(A, z, part, C, key)[0]
+
+
+def lloyd_steps_counted(A, z: np.ndarray, part: np.ndarray, C: np.ndarray, key):
+    """:func:`lloyd_steps`, and the last step's noisy counts per (part, center), flat in part order."""
     cfg, plan = A.cfg, A.plan
     n_parts, k, p = C.shape
     n_cells = n_parts * k
@@ -131,7 +147,8 @@ def lloyd_steps(A, z: np.ndarray, part: np.ndarray, C: np.ndarray, key) -> np.nd
     q = A.quantise(z)
     keep = lloyd_keep(plan, p)
     C = C.copy()
-    for step in range(cfg.cells_lloyd_steps):
+    L = cfg.cells_lloyd_steps
+    for step in range(L):
         cell = part * k + label(z, part, C)
         noisy = np.bincount(cell, minlength=n_cells) + A.part_noise(
             key + ("cells", "lloyd", step, "count"), owner, scale=plan.a_lloyd_count_scale, per_part=False)
@@ -142,8 +159,61 @@ def lloyd_steps(A, z: np.ndarray, part: np.ndarray, C: np.ndarray, key) -> np.nd
         nrm = np.linalg.norm(means, axis=1)
         means = np.where((nrm > 1)[:, None], means / np.maximum(nrm, 1e-300)[:, None], means)
         flat = C.reshape(n_cells, p)
-        C = np.where((noisy >= keep)[:, None], means, flat).reshape(n_parts, k, p)
+        live = noisy >= keep
+        C = np.where(live[:, None], means, flat).reshape(n_parts, k, p)
+        if cfg.cells_reseed and step < L - 1:  # the last step's centers go to the cells as they are
+            C = reseed(C, noisy.reshape(n_parts, k), live.reshape(n_parts, k), cfg.cells_reseed,
+                       A.noise.generator(key + ("cells", "reseed", step), n_cells * p).normal(size=(n_parts, k, p)))
+    return C, noisy if L else None
+
+
+def reseed(C: np.ndarray, noisy: np.ndarray, live: np.ndarray, s: float, U: np.ndarray) -> np.ndarray:
+    """Per part, each dead center (``live`` false: its noisy count under the move threshold) moved beside
+    the heaviest center, the two ± u apart, u along its own keyed public direction ``U`` (drawn for every
+    center whatever the data) of norm s × the live centers' median nearest-neighbour gap; the heaviest's
+    weight is halved between them before the next dead center picks. A center that holds two clusters can
+    then be split by the next step, and a dead one stops wasting its slot. Everything read is a noisy
+    count, a noisy center or public randomness: post-processing."""
+    C = C.copy()
+    for p in np.flatnonzero(live.any(axis=1) & ~live.all(axis=1)):  # a loop over parts with dead centers
+        lv = np.flatnonzero(live[p])
+        if lv.size < 2:  # no gap to measure (the prototype's rule): the part keeps its centers
+            continue
+        Lc = C[p, lv]
+        d2 = ((Lc[:, None] - Lc[None]) ** 2).sum(-1)
+        np.fill_diagonal(d2, np.inf)
+        gap = math.sqrt(float(np.median(d2.min(axis=1))))
+        w = np.where(live[p], noisy[p], 0).astype(float)
+        for j in np.flatnonzero(~live[p]):  # a loop over a part's centers, at most r·k
+            h = int(w.argmax())
+            u = U[p, j] * (s * gap / max(float(np.linalg.norm(U[p, j])), 1e-300))
+            C[p, j], C[p, h] = C[p, h] + u, C[p, h] - u
+            w[j] = w[h] = w[h] / 2
     return C
+
+
+def reduce_centers(C: np.ndarray, weights: np.ndarray, k: int, objective: str, rng_of) -> np.ndarray:
+    """(n_parts, k, p) from over-seeded (n_parts, r·k, p) centers: per part, a weighted k-means of its
+    centers (``weights``: their noisy counts, flat in part order; ≤ 0 dropped), as
+    :func:`centers_from_leaves` fits the leaves (``rng_of(p)``: part p's keyed generator). Post-processing."""
+    n_parts, kr, p = C.shape
+    flat = C.reshape(n_parts * kr, p)
+    owner = np.repeat(np.arange(n_parts), kr)
+    pos = weights > 0
+    out = centers_from_leaves(flat[pos], weights[pos].astype(float), owner[pos], n_parts, k, objective, rng_of)
+    dead = np.ones(n_parts, dtype=bool)
+    dead[owner[pos]] = False
+    out[dead] = C[dead, :k]  # a part without positive weight keeps its first k centers (none is informed)
+    return out
+
+
+def leaf_weights(points, weights, part, C: np.ndarray) -> np.ndarray:
+    """The noisy leaf counts nearest to each center of its part, flat in part order: the weights of the
+    over-seeded centers when no Lloyd step counts them."""
+    n_parts, kr, _ = C.shape
+    if not len(points):
+        return np.zeros(n_parts * kr)
+    return np.bincount(part * kr + label(points, part, C), weights=weights, minlength=n_parts * kr)
 
 
 def lloyd_keep(plan, dims: int) -> float:

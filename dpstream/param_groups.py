@@ -222,6 +222,14 @@ class BlackBoxA:
         projection with ``cells_locate_dims``), with the share ``cells_lloyd_share`` of A's budget (both or
         neither; 0, the default: none). The tree keeps 1 − ``tree_cells`` − ``cells_lloyd_share``.
       cells_lloyd_share: see ``cells_lloyd_steps``.
+      cells_overseed: r ≥ 1 (1, the default: off): the tree's leaves give r·k centers per part, the Lloyd
+        steps move all of them, and a weighted k-means of them (weights: the last step's noisy counts, or
+        the leaves' without steps) makes the k cells. Needs ``tree_cells``.
+      cells_reseed: s > 0 (0, the default: off): after each Lloyd step but the last, a center whose noisy
+        count is under the move threshold is moved beside its part's heaviest center, the two ± s × the
+        live centers' median gap apart along a keyed public direction. Needs ``cells_lloyd_steps``.
+      cells_count_share: the cells' own count share (0, the default: ``count_share``, as the tree's and
+        the Lloyd steps'): their counts take this part of the cells' budget, their sums the rest.
     """
     semicoreset: Semicoreset = Semicoreset.TREE
     tree_depth: Optional[int] = None
@@ -235,6 +243,9 @@ class BlackBoxA:
     cells_locate_dims: int = 0
     cells_lloyd_steps: int = 0
     cells_lloyd_share: float = 0.0
+    cells_overseed: int = 1
+    cells_reseed: float = 0.0
+    cells_count_share: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -43,8 +43,10 @@ PARAMETERS = (
     "sum_grid_bits", "max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit",
     # added later, so they come last: the earlier keys keep their order
     "flush_growth", "flush_min_blocks", "root_tail", "release_decay_rule", "release_cover_factor", "ring_tolerance",
-    "tree_cells", "first_flush_leaves", "cells_locate_dims", "cells_lloyd_steps", "cells_lloyd_share")
-CELLS_OPTIONS = ("cells_locate_dims", "cells_lloyd_steps", "cells_lloyd_share")
+    "tree_cells", "first_flush_leaves", "cells_locate_dims", "cells_lloyd_steps", "cells_lloyd_share",
+    "cells_overseed", "cells_reseed", "cells_count_share")
+CELLS_OPTIONS = ("cells_locate_dims", "cells_lloyd_steps", "cells_lloyd_share", "cells_overseed", "cells_reseed",
+                 "cells_count_share")
 UNIT_FIELDS = ("max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit")
 _NAMES = {name: tuple(f.name for f in fields(cls)) for name, cls in GROUPS}
 _GROUP_OF = {field: name for name, names in _NAMES.items() for field in names}
@@ -66,8 +68,14 @@ def _check_cells_options(v: dict) -> None:
     _check(_is_whole(steps) and steps >= 0, f"cells_lloyd_steps must be an integer >= 0, got {steps!r}")
     _check(_is_num(g) and 0 <= g < 1, f"cells_lloyd_share must be a share in [0, 1), got {g!r}")
     v["cells_locate_dims"], v["cells_lloyd_steps"], v["cells_lloyd_share"] = int(p), int(steps), float(g)
+    over, split, phi = v["cells_overseed"], v["cells_reseed"], v["cells_count_share"]
+    _check(_is_whole(over) and over >= 1, f"cells_overseed must be an integer >= 1, got {over!r}")
+    _check(_is_num(split) and math.isfinite(split) and split >= 0, f"cells_reseed must be a number >= 0, got {split!r}")
+    _check(_is_num(phi) and 0 <= phi < 1, f"cells_count_share must be a share in [0, 1), got {phi!r}")
+    v["cells_overseed"], v["cells_reseed"], v["cells_count_share"] = int(over), float(split), float(phi)
     for name in CELLS_OPTIONS:
-        _check(not v[name] or f, f"{name} needs tree_cells > 0 (the options of A's cells)")
+        _check(v[name] == _DEFAULTS[name] or f, f"{name} needs tree_cells > 0 (the options of A's cells)")
+    _check(not split or steps, "cells_reseed needs cells_lloyd_steps (it moves the steps' dead centers)")
     _check(bool(steps) == bool(g), "cells_lloyd_steps and cells_lloyd_share go together: set both > 0 "
            "(Lloyd steps with their share of A's budget) or neither")
     _check(f + g < 1, f"tree_cells + cells_lloyd_share must be < 1 (the tree keeps the rest of A's budget), "
@@ -166,8 +174,8 @@ class EngineConfig:
                 d.pop(name)
         if not self.tree_cells:  # off: the same dict (and config hash) as before the option
             d.pop("tree_cells")
-        for name in CELLS_OPTIONS:  # off (0): the same dict as before the cells' options
-            if not getattr(self, name):
+        for name in CELLS_OPTIONS:  # off (the default): the same dict as before the cells' options
+            if getattr(self, name) == _DEFAULTS[name]:
                 d.pop(name)
         if self.first_flush_leaves == 1.0:  # the default: the same dict as before the option (what a default
             # run releases is told apart by ALGORITHM_VERSION, part of a run's identity)

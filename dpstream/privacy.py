@@ -352,8 +352,9 @@ class PrivacyPlan:
                 if f_l:
                     out.extend(_lloyd_lines_gaussian(z_a * math.sqrt(rest / f_l), phi, rel1, s2, g, cfg.delta,
                                                      cfg.cells_lloyd_steps))
-                if f:
-                    out.extend(_cell_lines_gaussian(z_a * math.sqrt(rest / f), phi, rel1, s2, g, cfg.delta))
+                if f:  # the cells' own count : sum split when cells_count_share says one
+                    out.extend(_cell_lines_gaussian(z_a * math.sqrt(rest / f), cfg.cells_count_share or phi, rel1, s2,
+                                                    g, cfg.delta))
                 return out, bic_scale, a_count_scale, a_sum_scale, count_scale
 
             # The lines are discretised one by one in the reported PLD, which can land a hair above
@@ -420,11 +421,12 @@ class PrivacyPlan:
                                         1, (1 - phi) * eps_lloyd, f"{L} noisy sums per record (one per Lloyd step), "
                                         f"ℓ1 √{d_loc} each"))
             if eps_cells:
-                lines.append(LedgerLine("semicoreset A cell counts", "discrete_laplace", rel1 / (phi * eps_cells),
-                                        rel1, 1, phi * eps_cells, "1 noisy count per record (its cell)"))
+                phi_c = cfg.cells_count_share or phi  # the cells' own count : sum split when one is given
+                lines.append(LedgerLine("semicoreset A cell counts", "discrete_laplace", rel1 / (phi_c * eps_cells),
+                                        rel1, 1, phi_c * eps_cells, "1 noisy count per record (its cell)"))
                 lines.append(LedgerLine("semicoreset A cell sums", "discrete_laplace",
-                                        s2 * math.sqrt(d) / ((1 - phi) * eps_cells), s2 * math.sqrt(d), 1,
-                                        (1 - phi) * eps_cells, "1 noisy sum per record (its cell), ℓ1 √d"))
+                                        s2 * math.sqrt(d) / ((1 - phi_c) * eps_cells), s2 * math.sqrt(d), 1,
+                                        (1 - phi_c) * eps_cells, "1 noisy sum per record (its cell), ℓ1 √d"))
             basic = sum(ln.epsilon for ln in lines)
             pld_eps = basic
             a_mech = bic_mech = "discrete_laplace"

@@ -294,13 +294,19 @@ class TreeSemicoreset(Semicoreset):
             sketch = LeafSketch(block.centers, block.radii, block.V, d, self.grid)
             sketch.add(x, part)
         leaves = self._leaves(sketch, key)
-        C = cells.centers_from_leaves(leaves.points, leaves.weights, leaves.part, n_parts, k, self.cfg.objective,
+        k_loc = k * self.cfg.cells_overseed  # over-seeded: r·k centers until the reduction below
+        C = cells.centers_from_leaves(leaves.points, leaves.weights, leaves.part, n_parts, k_loc, self.cfg.objective,
                                       lambda p: self.noise.generator(key + ("cells", "fit", p)))
         if not isinstance(block.V, cells.Projected):
             y, part = block.points()
             loc = y
         if self.cfg.cells_lloyd_steps:
-            C = cells.lloyd_steps(self, loc, part, C, key)
+            C, weights = cells.lloyd_steps_counted(self, loc, part, C, key)
+        elif k_loc > k:
+            weights = cells.leaf_weights(leaves.points, leaves.weights, leaves.part, C)
+        if k_loc > k:
+            C = cells.reduce_centers(C, weights, k, self.cfg.objective,
+                                     lambda p: self.noise.generator(key + ("cells", "reduce", p)))
         n_cells = n_parts * k
         cell = part * k + cells.label(loc, part, C)
         owner = np.repeat(np.arange(n_parts), k)  # a public shape: one draw per purpose, in part order

@@ -144,10 +144,11 @@ def _queries(cfg, X, part, centers, radii, replay=None):
     return {key: v for key, v in Probe.log}, seen, A
 
 
-def participation(monkeypatch):
+def participation(monkeypatch, extra=None):
+    """Per query key, how many of its values the record x changes (``extra``: more options of the cells)."""
     _probe_noise(monkeypatch)
     rng = np.random.default_rng(5)
-    cfg = EngineConfig(**{**BASE, "epsilon": 8.0}, **ON, tree_keep_factor=0.5)
+    cfg = EngineConfig(**{**BASE, "epsilon": 8.0}, **ON, tree_keep_factor=0.5, **(extra or {}))
     X, part, centers = _blobs(rng, 2, cfg.dim)
     radii = np.full(2, cfg.radius)
     A = make_semicoreset(cfg, PrivacyPlan.build(cfg), NoiseSource(bytes(range(32))))

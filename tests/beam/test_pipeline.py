@@ -598,6 +598,17 @@ def test_batch_job_with_the_cells_options_releases_what_the_engine_releases(tmp_
     assert any(len(r["coreset_weights"]) for r in got)
 
 
+def test_batch_job_with_the_cells_seeding_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
+    """The cells over-seeded and re-seeded between Lloyd steps, with their own count share (post-processing
+    and keyed draws, the same in every shard's A): the job's releases are the engine's."""
+    got, want, cfg = _job_and_engine_with(dict(tree_cells=0.4, cells_locate_dims=1, cells_lloyd_steps=3,
+                                               cells_lloyd_share=0.3, cells_overseed=3, cells_reseed=0.25,
+                                               cells_count_share=0.1), 6, tmp_path, seed_file, monkeypatch)
+    assert (cfg.cells_overseed, cfg.cells_reseed, cfg.cells_count_share) == (3, 0.25, 0.1)
+    assert got == want and len(got) == 40
+    assert any(len(r["coreset_weights"]) for r in got)
+
+
 def test_batch_job_with_ring_tolerance_releases_what_the_engine_releases(tmp_path, seed_file):
     """The default ring_tolerance (unit-norm points: every one on the first epoch's ring boundary): the
     job's AssignRings puts each point in the ring the engine does, so the releases are the engine's."""
