@@ -11,8 +11,11 @@ Options (``cells:key=value,...`` on block_partition's command line; a later key 
 * ``p`` (``pcap=1``: at most d), ``D1``; ``keep_mult`` and ``keep_c``: a tree node is kept iff its noisy
   count reaches keep_mult × its leaf sum's noise norm √p·σ_leaf and keep_c (default √(2 ln 256) ≈ 3.33) × the
   count noise; ``lloyd`` (L) steps; ``kc`` centers in the projection (default k).
-* ``f = (tree counts, leaf sums, cell counts, cell sums)``, ``fl`` (per Lloyd step) and ``fz`` (zoom):
-  shares of A's budget (they should sum to ≤ 1).
+* ``f = (tree counts, leaf sums, cell counts, cell sums)``, ``fl`` and ``fz`` (zoom): shares of A's budget.
+  A Lloyd step's count and its sum *each* take ``fl``, so A's budget holds iff
+  sum(f) + 2·lloyd·fl + fz ≤ 1 (fz only with zoom). The defaults are within it (0.7 + 2·4·0.0375 = 1); the
+  first prototype had fl = 0.075 (1.3 of A's budget) and ``results/locate_cells.md``'s tables 1.2 (see its
+  correction).
 * ``reduce=m``: after ``lloyd`` steps the projected centers are replaced by their weighted k-means to m
   (post-processing), then ``lloyd2`` more steps; ``over=r`` is kc = r·k with reduce = k.
 * ``split=s``: after each Lloyd step but the last, every dead center (noisy count under 3σ) is moved next to
@@ -29,7 +32,7 @@ Options (``cells:key=value,...`` on block_partition's command line; a later key 
 * ``exact=1``: the final counts and sums without noise (not DP): what the partition alone costs.
 
 The settings ``results/locate_cells.md`` recommends (they spend A's whole budget):
-``p=32,pcap=1,D1=9,keep_mult=1,over=2,split=0.25,lloyd=4,fl=0.05,f=(0.05,0.05,0.02,0.65),zoom=2,fz=0.03,ward=1``.
+``p=32,pcap=1,D1=9,keep_mult=1,over=2,split=0.25,lloyd=4,fl=0.025,f=(0.05,0.05,0.02,0.65),zoom=2,fz=0.03,ward=1``.
 """
 import math
 
@@ -152,11 +155,11 @@ def _reduce(Cz, W, m, seed):
     return C, np.bincount(_nearest(Cz, C), weights=W, minlength=len(C))
 
 
-def cells(b, seed, p=32, D1=9, f=(0.1, 0.1, 0.1, 0.4), lloyd=4, fl=0.075, keep_mult=3.0, kc=None,
+def cells(b, seed, p=32, D1=9, f=(0.1, 0.1, 0.1, 0.4), lloyd=4, fl=0.0375, keep_mult=3.0, kc=None,
           thr=0.0, ward=0.0, exact=0, reduce=0, lloyd2=0, keep_c=None, split=0.0, over=0.0, zoom=0.0,
           fz=0.03, pcap=0):
     """Centers fitted to the cells' noisy means (weights: their noisy counts), and how many cells were
-    released. The defaults are the first prototype's (the numbers before over-seeding)."""
+    released. The defaults are the first prototype's, with its Lloyd share halved to fit A's budget."""
     rng = np.random.default_rng(seed + 1000)
     n, d, k, Y = b.n, b.d, b.k, b.Y
     if over:
