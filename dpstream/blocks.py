@@ -35,6 +35,12 @@ def normalise(x: np.ndarray, part: np.ndarray, centers: np.ndarray, radii: np.nd
         y *= 1.0 / r[0]
     else:
         y /= r[:, None]
+    return clip_to_unit_ball(y)
+
+
+def clip_to_unit_ball(y: np.ndarray) -> np.ndarray:
+    """Rows of ``y`` over norm 1 scaled onto the unit ball, in place, with a margin against float rounding
+    (a row's norm stays ≤ 1, so a sum over rows keeps its sensitivity: P10)."""
     sq = np.einsum("ij,ij->i", y, y)
     over = sq > 1.0
     if over.any():
@@ -322,3 +328,11 @@ def _add_rows(out, index, values):
     si = index[order]
     starts = np.flatnonzero(np.r_[True, si[1:] != si[:-1]])
     out[si[starts]] += np.add.reduceat(values[order], starts, axis=0)
+
+
+def clipped_means(sums: np.ndarray, noisy: np.ndarray) -> np.ndarray:
+    """Noisy sums / noisy counts (at least 1), rows over norm 1 scaled onto the unit ball: the means A releases
+    (post-processing of noisy values)."""
+    means = sums / np.maximum(noisy, 1)[:, None]
+    nrm = np.linalg.norm(means, axis=1)
+    return np.where((nrm > 1)[:, None], means / np.maximum(nrm, 1e-300)[:, None], means)

@@ -50,7 +50,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .blocks import group_sum
+from .blocks import clip_to_unit_ball, clipped_means, group_sum
 from .offline import cluster_coreset
 from .rings import partition_nearest
 
@@ -119,12 +119,7 @@ def draw_projected(noise, key, depth: int, p: int, d: int) -> Projected:
 def project(y: np.ndarray, P: np.ndarray) -> np.ndarray:
     """z = P·y per row, clipped to the unit ball (as :func:`~dpstream.blocks.normalise` clips): a record's
     z, like its y, has ‖z‖ ≤ 1, so every sum over z keeps the sensitivity of a sum over y."""
-    z = y @ P.T
-    sq = np.einsum("ij,ij->i", z, z)
-    over = sq > 1.0
-    if over.any():
-        z[over] /= (np.sqrt(sq[over]) * (1 + 1e-12))[:, None]
-    return z
+    return clip_to_unit_ball(y @ P.T)
 
 
 def lloyd_steps(A, z: np.ndarray, part: np.ndarray, C: np.ndarray, key) -> np.ndarray:
@@ -150,14 +145,11 @@ def lloyd_steps_counted(A, z: np.ndarray, part: np.ndarray, C: np.ndarray, key):
     L = cfg.cells_lloyd_steps
     for step in range(L):
         cell = part * k + label(z, part, C)
-        noisy = np.bincount(cell, minlength=n_cells) + A.part_noise(
-            key + ("cells", "lloyd", step, "count"), owner, scale=plan.a_lloyd_count_scale, per_part=False)
-        sums_q = _group_rows(cell, q, n_cells)
-        sums = (sums_q + A.part_noise(key + ("cells", "lloyd", step, "sum"), owner, (p,),
-                                      plan.a_lloyd_sum_scale * A.grid, per_part=False)) / A.grid
-        means = sums / np.maximum(noisy, 1)[:, None]
-        nrm = np.linalg.norm(means, axis=1)
-        means = np.where((nrm > 1)[:, None], means / np.maximum(nrm, 1e-300)[:, None], means)
+        noisy = A.noisy_counts(key + ("cells", "lloyd", step, "count"), np.bincount(cell, minlength=n_cells), owner,
+                               scale=plan.a_lloyd_count_scale, per_part=False)
+        sums = A.noisy_sums(key + ("cells", "lloyd", step, "sum"), group_sum(cell, q, n_cells), owner,
+                            scale=plan.a_lloyd_sum_scale, per_part=False)
+        means = clipped_means(sums, noisy)
         flat = C.reshape(n_cells, p)
         live = noisy >= keep
         C = np.where(live[:, None], means, flat).reshape(n_parts, k, p)
@@ -223,9 +215,3 @@ def lloyd_keep(plan, dims: int) -> float:
     per = 1.0 if plan.a_mechanism == "gaussian" else math.sqrt(2.0)  # a scale's standard deviation
     return max(3.0 * plan.a_lloyd_count_scale, math.sqrt(dims) * plan.a_lloyd_sum_scale) * per
 
-
-def _group_rows(index: np.ndarray, q: np.ndarray, n_groups: int) -> np.ndarray:
-    """Σ of the quantised rows per group, int64 zeros when the block is empty."""
-    if not len(q):
-        return np.zeros((n_groups, q.shape[1]), dtype=np.int64)
-    return group_sum(index, q, n_groups)

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import cells
-from .blocks import CellBlock, LeafSketch, RawBlock, group_sum, normalise, quantise
+from .blocks import CellBlock, LeafSketch, RawBlock, clipped_means, group_sum, normalise, quantise
 from .noise import NoiseSource
 from .params import EngineConfig
 from .rings import partition_nearest
@@ -143,13 +143,20 @@ class Semicoreset:
 
     per_part_noise = False
 
-    def noisy_counts(self, key, counts: np.ndarray, owner: np.ndarray) -> np.ndarray:
-        return counts.astype(np.int64) + self.part_noise(key, owner, per_part=self.per_part_noise)
+    def noisy_counts(self, key, counts: np.ndarray, owner: np.ndarray, scale: float = None,
+                     per_part: bool = None) -> np.ndarray:
+        """Exact counts + integer noise at ``scale`` (A's count scale by default; the cells and their Lloyd
+        steps have their own), drawn as :meth:`part_noise` says (``per_part``: this A's rule by default)."""
+        per_part = self.per_part_noise if per_part is None else per_part
+        return counts.astype(np.int64) + self.part_noise(key, owner, scale=scale, per_part=per_part)
 
-    def noisy_sums(self, key, y_sums_q: np.ndarray, owner: np.ndarray) -> np.ndarray:
-        """Quantised integer sums + integer noise (grid units) → float sums in normalised units."""
-        z = self.part_noise(key, owner, y_sums_q.shape[1:], self.plan.a_sum_scale * self.grid,
-                            per_part=self.per_part_noise)
+    def noisy_sums(self, key, y_sums_q: np.ndarray, owner: np.ndarray, scale: float = None,
+                   per_part: bool = None) -> np.ndarray:
+        """Quantised integer sums + integer noise (grid units) → float sums in normalised units; ``scale`` and
+        ``per_part`` as in :meth:`noisy_counts` (A's sum scale by default)."""
+        scale = self.plan.a_sum_scale if scale is None else scale
+        per_part = self.per_part_noise if per_part is None else per_part
+        z = self.part_noise(key, owner, y_sums_q.shape[1:], scale * self.grid, per_part=per_part)
         return (y_sums_q + z) / self.grid
 
     def count_tail(self, n_draws: int, run_wide: bool = True, key=None) -> float:
@@ -283,23 +290,20 @@ class TreeSemicoreset(Semicoreset):
         """Steps 1–4 of :mod:`dpstream.cells` on a :class:`CellBlock` (located in its projection, with Lloyd
         steps, when the options say so)."""
         d, k, n_parts = self.cfg.dim, self.cfg.n_clusters, block.n_parts
+        y, part = block.points()
         if isinstance(block.V, cells.Projected):
-            y, part = block.points()
             loc = cells.project(y, block.V.P)  # the rows the cells are located with
             n_loc = loc.shape[1]
             sketch = LeafSketch(np.zeros((n_parts, n_loc)), np.ones(n_parts), block.V.V, n_loc, self.grid)
             sketch.add(loc, part)
         else:
-            x, part = block.raw()
+            loc = y
             sketch = LeafSketch(block.centers, block.radii, block.V, d, self.grid)
-            sketch.add(x, part)
+            sketch.add(block.raw()[0], part)
         leaves = self._leaves(sketch, key)
         k_loc = k * self.cfg.cells_overseed  # over-seeded: r·k centers until the reduction below
         C = cells.centers_from_leaves(leaves.points, leaves.weights, leaves.part, n_parts, k_loc, self.cfg.objective,
                                       lambda p: self.noise.generator(key + ("cells", "fit", p)))
-        if not isinstance(block.V, cells.Projected):
-            y, part = block.points()
-            loc = y
         if self.cfg.cells_lloyd_steps:
             C, weights = cells.lloyd_steps_counted(self, loc, part, C, key)
         elif k_loc > k:
@@ -310,14 +314,11 @@ class TreeSemicoreset(Semicoreset):
         n_cells = n_parts * k
         cell = part * k + cells.label(loc, part, C)
         owner = np.repeat(np.arange(n_parts), k)  # a public shape: one draw per purpose, in part order
-        noisy = np.bincount(cell, minlength=n_cells) + self.part_noise(
-            key + ("cells", "count"), owner, scale=self.plan.a_cell_count_scale, per_part=False)
-        sums_q = group_sum(cell, self.quantise(y), n_cells) if len(y) else np.zeros((n_cells, d), dtype=np.int64)
-        sums = (sums_q + self.part_noise(key + ("cells", "sum"), owner, (d,), self.plan.a_cell_sum_scale * self.grid,
-                                         per_part=False)) / self.grid
-        means = sums / np.maximum(noisy, 1)[:, None]
-        nrm = np.linalg.norm(means, axis=1)
-        means = np.where((nrm > 1)[:, None], means / np.maximum(nrm, 1e-300)[:, None], means)
+        noisy = self.noisy_counts(key + ("cells", "count"), np.bincount(cell, minlength=n_cells), owner,
+                                  scale=self.plan.a_cell_count_scale, per_part=False)
+        sums = self.noisy_sums(key + ("cells", "sum"), group_sum(cell, self.quantise(y), n_cells), owner,
+                               scale=self.plan.a_cell_sum_scale, per_part=False)
+        means = clipped_means(sums, noisy)
         w = np.where(noisy >= self.cell_tail(n_cells, key), noisy, 0)
         return WeightedSet(means, w, owner)
 
@@ -376,10 +377,7 @@ class TreeSemicoreset(Semicoreset):
         order = np.argsort(parts, kind="stable")  # group each part's leaves for its own sum key
         w, parts = w[order], parts[order]
         sums_q = np.concatenate(leaf_sum)[order]
-        sums = self.noisy_sums(key + ("sum",), sums_q, parts)
-        means = sums / np.maximum(w, 1)[:, None]
-        nrm = np.linalg.norm(means, axis=1)
-        means = np.where((nrm > 1)[:, None], means / np.maximum(nrm, 1e-300)[:, None], means)
+        means = clipped_means(self.noisy_sums(key + ("sum",), sums_q, parts), w)
         return WeightedSet(means, w, parts)
 
 
@@ -417,9 +415,7 @@ class LloydSemicoreset(Semicoreset):
                 break
             sums = self.noisy_sums(key + ("sum", it), group_sum(cell, self.quantise(y), n_cells)
                                    if len(y) else np.zeros((n_cells, d), dtype=np.int64), owner)
-            newc = sums / np.maximum(noisy, 1)[:, None]
-            nrm = np.linalg.norm(newc, axis=1)
-            newc = np.where((nrm > 1)[:, None], newc / np.maximum(nrm, 1e-300)[:, None], newc)
+            newc = clipped_means(sums, noisy)
             flat = C.reshape(n_cells, d)
             flat = np.where((noisy >= 1)[:, None], newc, flat)
             C = flat.reshape(n_parts, k, d)
