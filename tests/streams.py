@@ -54,3 +54,20 @@ def release_fit_replays(cfg, seed: bytes, ticks: list, other_ticks: list, raw: d
     pts, w = epochs_mod.release_sample(cfg, NoiseSource(seed), S, ep, t, cfg.z)
     fp, fw = epochs_mod.release_fit_sample(cfg, NoiseSource(seed), sets, pts, w, ep, t, cfg.z)
     return np.array_equal(fp, got.fit_points) and np.array_equal(fw, got.fit_weights)
+
+
+def decay_cfg(rule: str, **kw):
+    """The release-decay tests' small 2-d configuration with ``release_decay_rule=rule`` (``kw`` overrides)."""
+    from dpstream import EngineConfig
+
+    base = dict(n_clusters=3, dim=2, radius=60.0, epsilon=1.0, delta=1e-6, horizon_ticks=64, release_decay_rule=rule)
+    base.update(kw)
+    return EngineConfig(**base)
+
+
+def weighted_blobs(rng, centers, n: int, spread: float = 1.0):
+    """A released-looking set: n Gaussian points (σ = ``spread``) around each 2-d center, weight 10 each."""
+    from dpstream.semicoresets import WeightedSet
+
+    P = np.vstack([rng.normal(size=(n, 2)) * spread + c for c in centers])
+    return WeightedSet(P, np.full(len(P), 10.0), np.full(len(P), -1))

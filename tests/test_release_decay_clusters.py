@@ -20,11 +20,11 @@ import numpy as np
 import pytest
 
 import dpstream.epochs as epochs_mod
-from dpstream import Engine, EngineConfig
+from dpstream import Engine
 from dpstream.noise import NoiseSource
 from dpstream.privacy import PrivacyPlan
 from dpstream.semicoresets import WeightedSet
-from streams import release_fit_replays
+from streams import decay_cfg, release_fit_replays, weighted_blobs
 
 pytestmark = pytest.mark.filterwarnings("ignore::dpstream.noise.UnsafeSeedWarning")
 
@@ -32,15 +32,10 @@ SEED = bytes(range(32))
 
 
 def _cfg(**kw):
-    base = dict(n_clusters=3, dim=2, radius=60.0, epsilon=1.0, delta=1e-6, horizon_ticks=64,
-                release_decay_rule="clusters")
-    base.update(kw)
-    return EngineConfig(**base)
+    return decay_cfg("clusters", **kw)
 
 
-def _set(rng, centers, n):
-    P = np.vstack([rng.normal(size=(n, 2)) + c for c in centers])
-    return WeightedSet(P, np.full(len(P), 10.0), np.full(len(P), -1))
+_set = weighted_blobs
 
 
 def _factor(sets, decay=0.5):
