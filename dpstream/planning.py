@@ -78,12 +78,17 @@ def plan(cfg: EngineConfig, points_per_tick: Optional[float] = None) -> dict:
     e = _engine(cfg)
     M = int(e.block_size)
     first = first_flush = None
-    # the first flush waits for a DP count of first_flush_leaves keep thresholds (0 without a DP count)
+    # the first flush waits for a DP count of first_flush_leaves keep thresholds (0 without a DP count),
+    # unless the first epoch change (a DP count of first_epoch_blocks blocks) or a ring's full block comes first
     wait = float(cfg.first_flush_leaves) * e.schedule.leaf_threshold
     if points_per_tick:
-        first = min(cfg.horizon_ticks, max(1, math.ceil(M / float(points_per_tick))))
+        ppt = float(points_per_tick)
+        first = min(cfg.horizon_ticks, max(1, math.ceil(M / ppt)))
         if cfg.epoch_schedule == "horizon":
-            first_flush = min(cfg.horizon_ticks, max(1, math.ceil(wait / float(points_per_tick))))
+            first_flush = min(first, max(1, math.ceil(wait / ppt)))
+            epoch_tick = max(1, math.ceil(cfg.first_epoch_blocks * M / ppt))
+            if cfg.ring_centers == "bicriteria+released" and 2 * epoch_tick <= cfg.horizon_ticks:
+                first_flush = min(first_flush, epoch_tick)
     from .privacy import SECRET_SEED
     table = e.plan.table().replace(f"seed: {SECRET_SEED}", "seed: none (a plan, before any run)")
     return {"privacy_table": table, "epsilon": cfg.epsilon, "delta": cfg.delta, "block_size": M,
@@ -104,9 +109,10 @@ def plan_text(cfg: EngineConfig, points_per_tick: Optional[float] = None) -> str
         elif p["first_flush_tick"] == 1:
             flush = "tick 1's release already holds tick 1's points (flushed, noisy); "
         else:
-            flush = (f"the first release to hold points comes once the DP count reaches "
-                     f"{p['first_flush_points']:,.0f} points (enough for one of the semicoreset's leaves): about "
-                     f"tick {p['first_flush_tick']:,}, the ball's center before it; ")
+            flush = (f"the first release to hold points comes at the first flush: once the DP count reaches "
+                     f"{p['first_flush_points']:,.0f} points (enough for one of the semicoreset's leaves), at the "
+                     f"first epoch change or at a full block, whichever is first: about tick "
+                     f"{p['first_flush_tick']:,}, the ball's center before it; ")
         lines.append(f"{flush}at {points_per_tick:,.0f} points per tick the first full block is released at tick "
                      f"{p['first_full_block_tick']:,} of {cfg.horizon_ticks:,}")
     else:

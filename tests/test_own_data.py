@@ -205,6 +205,26 @@ def test_the_plan_says_from_which_tick_a_release_holds_points():
     assert plan(cfg.with_(first_flush_leaves=0), 100)["first_flush_tick"] == 1
 
 
+def test_the_plan_s_first_flush_is_the_first_of_its_three_causes():
+    # a first flush asked to wait for many leaves comes at the first epoch change (a DP count of the first
+    # epoch's blocks) instead: the plan must say that tick, not the far one the wait alone would give
+    from dpstream.engine import Engine
+    from dpstream.params import EngineConfig
+    from dpstream.planning import plan, plan_text
+    cfg = EngineConfig(n_clusters=2, dim=4, radius=10.0, epsilon=1.0, horizon_ticks=400, first_flush_leaves=100.0)
+    p = plan(cfg, 100)
+    assert math.ceil(p["first_flush_points"] / 100) > 2 * p["first_flush_tick"]
+    assert p["first_flush_tick"] == math.ceil(cfg.first_epoch_blocks * p["block_size"] / 100)
+    assert f"about tick {p['first_flush_tick']}," in plan_text(cfg, 100)
+    e = Engine(cfg, b"k" * 32)
+    rng = np.random.default_rng(0)
+    t = 0
+    while e.last_flush == 0:
+        t += 1
+        e.step(rng.normal(size=(100, 4)) * 0.5 + 3.0)
+    assert abs(t - p["first_flush_tick"]) <= 1
+
+
 def test_the_planned_state_bound_holds_on_a_stream():
     from dpstream.engine import Engine
     from dpstream.params import EngineConfig
