@@ -413,19 +413,20 @@ class PrivacyPlan:
                 a_sum_scale = 0.0
             if eps_lloyd:
                 L = cfg.cells_lloyd_steps
-                lines.append(LedgerLine("semicoreset A lloyd counts", "discrete_laplace", L * rel1 / (phi * eps_lloyd),
-                                        L * rel1, 1, phi * eps_lloyd, f"{L} noisy counts per record (its center's, "
+                sens_lc, sens_ls = L * rel1 * g, s2 * math.sqrt(d_loc) * L * g
+                lines.append(LedgerLine("semicoreset A lloyd counts", "discrete_laplace", sens_lc / (phi * eps_lloyd),
+                                        sens_lc, 1, phi * eps_lloyd, f"{L} noisy counts per record (its center's, "
                                         "one per Lloyd step)"))
-                lines.append(LedgerLine("semicoreset A lloyd sums", "discrete_laplace",
-                                        s2 * math.sqrt(d_loc) * L / ((1 - phi) * eps_lloyd), s2 * math.sqrt(d_loc) * L,
-                                        1, (1 - phi) * eps_lloyd, f"{L} noisy sums per record (one per Lloyd step), "
-                                        f"ℓ1 √{d_loc} each"))
+                lines.append(LedgerLine("semicoreset A lloyd sums", "discrete_laplace", sens_ls / ((1 - phi) * eps_lloyd),
+                                        sens_ls, 1, (1 - phi) * eps_lloyd, f"{L} noisy sums per record (one per Lloyd "
+                                        f"step), ℓ1 √{d_loc} each"))
             if eps_cells:
                 phi_c = cfg.cells_count_share or phi  # the cells' own count : sum split when one is given
-                lines.append(LedgerLine("semicoreset A cell counts", "discrete_laplace", rel1 / (phi_c * eps_cells),
-                                        rel1, 1, phi_c * eps_cells, "1 noisy count per record (its cell)"))
+                sens_cc, sens_cs = rel1 * g, s2 * math.sqrt(d) * g
+                lines.append(LedgerLine("semicoreset A cell counts", "discrete_laplace", sens_cc / (phi_c * eps_cells),
+                                        sens_cc, 1, phi_c * eps_cells, "1 noisy count per record (its cell)"))
                 lines.append(LedgerLine("semicoreset A cell sums", "discrete_laplace",
-                                        s2 * math.sqrt(d) / ((1 - phi_c) * eps_cells), s2 * math.sqrt(d), 1,
+                                        sens_cs / ((1 - phi_c) * eps_cells), sens_cs, 1,
                                         (1 - phi_c) * eps_cells, "1 noisy sum per record (its cell), ℓ1 √d"))
             basic = sum(ln.epsilon for ln in lines)
             pld_eps = basic

@@ -6,7 +6,8 @@
 * Off (the default) the configuration's dict, the plan and A's draws are those of before the options.
 * The ledger: the tree keeps 1 − f − g of A's budget, the Lloyd steps g, the cells f — A's Σ(Δ/σ)²
   (Gaussian) or Σ ε (pure) is unchanged — and the Lloyd lines say L counts and L sums per record; the check
-  catches a plan that forgets the Lloyd lines.
+  catches a plan that forgets the Lloyd lines. Every one of A's lines, under both mechanisms, scales with the
+  unit bound g (refused with the cells today), so lifting that refusal cannot under-count a unit.
 * Participation (the probe of ``tests/test_tree_cells.py``): a record enters D + 1 tree counts, one leaf sum
   of its clipped, quantised *projected* row, L Lloyd counts and L Lloyd sums (each once, the sums by that
   same projected row), one cell count and one cell sum (by its clipped, quantised d-dimensional point);
@@ -116,6 +117,30 @@ def test_ledger_check_catches_a_plan_that_forgets_the_lloyd_lines(monkeypatch):
     monkeypatch.setattr(privacy_mod, "_lloyd_lines_gaussian", lambda *a: [])
     with pytest.raises(AssertionError):
         _ledger_check(1e-6, 0.5, 0.3, 4)
+
+
+class _UnitView:
+    """A cells configuration seen with a unit bound of g (a bounded unit is refused with the cells today;
+    the ledger must still scale every one of A's lines by g, so that lifting that refusal cannot leave
+    the cells' lines calibrated for one record)."""
+
+    def __init__(self, cfg, g):
+        self._cfg, self.unit_bound = cfg, g
+
+    def __getattr__(self, name):
+        return getattr(self._cfg, name)
+
+
+@pytest.mark.parametrize("delta", [1e-6, 0.0])
+def test_every_line_of_a_scales_with_the_unit_bound(delta):
+    cfg = EngineConfig(n_clusters=3, dim=8, radius=1.0, epsilon=1.0, delta=delta, horizon_ticks=64,
+                       tree_cells=0.5, cells_locate_dims=3, cells_lloyd_steps=2, cells_lloyd_share=0.2)
+    one, five = (PrivacyPlan._build(_UnitView(cfg, g), False) for g in (1, 5))
+    a = lambda plan: {ln.component: ln for ln in plan.lines if ln.component.startswith("semicoreset A")}  # noqa: E731
+    assert len(a(one)) == 6
+    for name, ln in a(one).items():
+        assert a(five)[name].sensitivity == pytest.approx(5 * ln.sensitivity), name
+        assert a(five)[name].noise == pytest.approx(5 * ln.noise, rel=1e-3), name
 
 
 # --------------------------------------------------------------------------- participation (the probe)
