@@ -97,13 +97,21 @@ def audit(cfg, ticks, x, seed=SEED):
     return e0, e1
 
 
-@pytest.mark.parametrize("semicoreset", ["tree", "lloyd", "snap"])
+# A's cells with every one of their options (a projection, Lloyd steps, over- and re-seeding)
+CELLS = dict(tree_cells=0.5, cells_locate_dims=1, cells_lloyd_steps=2, cells_lloyd_share=0.2, cells_overseed=2,
+             cells_reseed=0.25, cells_count_share=0.1)
+
+
+@pytest.mark.parametrize("semicoreset", ["tree", "lloyd", "snap", "cells"])
 @pytest.mark.parametrize("where", sorted(PLACEMENTS))
 def test_audit_same_keys_and_shapes(semicoreset, where):
-    cfg = _cfg(semicoreset=semicoreset)
+    cfg = _cfg(**CELLS) if semicoreset == "cells" else _cfg(semicoreset=semicoreset)
     e0, e1 = audit(cfg, _stream(), PLACEMENTS[where])
     assert sum(e0.noise.keys.values()) > 100  # the audit compared real runs
     assert e0.epoch >= 1  # an epoch change (flush) happened inside the audited run
+    if semicoreset == "cells":  # the cells' Lloyd steps and re-seeding drew inside the audited run
+        drawn = {part for k, _ in e0.noise.keys for part in k}
+        assert {"cells", "lloyd", "reseed"} <= drawn
 
 
 def test_audit_add_remove_pure():
@@ -194,24 +202,34 @@ def test_audit_catches_broken_engines(monkeypatch, name):
 # -- P15: every draw has its own key -----------------------------------------------
 
 def key_reuse(noise_keys: Counter):
-    """Keys drawn more than once.  Binary-mechanism node noise is *regenerated* (same key,
-    same values) when a node leaves the expansion: at most twice, and only those keys."""
+    """Keys drawn more than once, whatever the sizes of the draws (one key drawn at two sizes repeats
+    its leading values).  Binary-mechanism node noise is *regenerated* (same key, same values) when a
+    node leaves the expansion: at most twice, and only those keys."""
+    per_key = Counter()
+    for (key, _size), n in noise_keys.items():
+        per_key[key] += n
     bad = {}
-    for (key, size), n in noise_keys.items():
+    for key, n in per_key.items():
         is_node = ((len(key) == 6 and key[0] == "bicriteria" and key[3] == "node")  # (bic, q, lv, node, j, i)
                    or (len(key) == 4 and key[:2] == ("count", "node")))  # the stream counter's nodes
         if n > (2 if is_node else 1):
-            bad[(key, size)] = n
+            bad[key] = n
     return bad
 
 
 def test_every_draw_has_its_own_key():
-    for semicoreset, over in (("tree", {}), ("lloyd", {}), ("tree", dict(bicriteria=False, privacy_split=(0, .1, .8, .1)))):
+    for semicoreset, over in (("tree", {}), ("lloyd", {}), ("tree", dict(bicriteria=False, privacy_split=(0, .1, .8, .1))),
+                              ("tree", CELLS)):
         e, _ = run(_cfg(semicoreset=semicoreset, epoch_schedule="every", **over), _stream())
         assert e.epoch >= 2
         assert key_reuse(e.noise.keys) == {}
         n_node_twice = sum(1 for (k, _), n in e.noise.keys.items() if n == 2)
         assert n_node_twice > 0  # node regeneration was exercised
+
+
+def test_key_reuse_check_counts_one_key_drawn_at_two_sizes():
+    assert key_reuse(Counter({(("A", 0, 1, "sum", 2), 3): 1, (("A", 0, 1, "sum", 2), 5): 1})) != {}
+    assert key_reuse(Counter({(("A", 0, 1, "sum", 2), 3): 1, (("A", 0, 1, "sum", 3), 3): 1})) == {}
 
 
 def test_key_reuse_check_catches_threshold_reuse(monkeypatch):
