@@ -186,7 +186,8 @@ class Engine:
     def _ring_centers(self, t: int, count: float) -> np.ndarray:
         """The released centers the new epoch's rings use (post-processing of this tick's release)."""
         self._refit(t)
-        return release_step.released_ring_centers(self.cfg, self.noise, self._released, self.epoch, t)
+        rel = release_step.ring_release(self.cfg, self.noise, self.epoch_coresets, None, self.epoch, t, self._released)
+        return release_step.released_ring_centers(self.cfg, self.noise, rel, self.epoch, t)
 
     def _close_epoch(self, t: int) -> None:
         """The epoch that adoption tick t closed (the schedule has opened the next) keeps its coreset."""

@@ -211,7 +211,8 @@ def release_fit_sample(cfg: EngineConfig, noise, sets, pts: np.ndarray, w: np.nd
     So the fit weighs each epoch's points by ``release_epoch_decay``^age (age 0: the open epoch), in
     B's sample of the reweighted union under its own key: the old epochs still place centers where
     nothing newer is (a drifting stream keeps its first clusters), but no longer drag the new ones.
-    Post-processing of DP outputs; the released coreset keeps its own weights."""
+    With ``release_min_points`` the coarsest old epochs leave the fit where newer ones still arrive
+    (:func:`_coarse_left_out`). Post-processing of DP outputs; the released coreset keeps its own weights."""
     decay = float(cfg.release_epoch_decay)
     sets = list(sets)
     while sets and len(sets[-1]) == 0:  # an open epoch that released nothing yet: age 0 is the last closed one
@@ -233,8 +234,46 @@ def release_fit_sample(cfg: EngineConfig, noise, sets, pts: np.ndarray, w: np.nd
         parts = Partitions(cfg, noise, S, epoch, t)  # a long stream's two rules ask for the same partition
         factor = _stopped_clusters_kept(cfg, noise, sets, S, factor, epoch, t, partitions=parts)
         factor = drift_decay.drift_kept(cfg, noise, sets, S, factor, epoch, t, parts)
+    if cfg.release_min_points > 0:
+        factor = _coarse_left_out(cfg, noise, sets, S, factor, decay ** ages, epoch, t,
+                                  parts if cfg.release_decay_rule == "drift" else None)
     rng = noise.generator(("release", epoch, t, "B-fit"))
     return sensitivity_sample(S.points, S.weights * factor, cfg.s_b, cfg.n_clusters, rng, z)
+
+
+def _coarse_left_out(cfg: EngineConfig, noise, sets, S: WeightedSet, factor: np.ndarray, aged: np.ndarray,
+                     epoch: int, t: int, partitions: Optional["Partitions"] = None) -> np.ndarray:
+    """``release_min_points`` > 0: an old epoch that released fewer than ``release_min_points``·k points, once a
+    newer epoch (the open one included) released at least that many, leaves the release fit (weight 0)
+    where the newer epochs still arrive. An epoch's released points are its leaves that passed A's keep
+    threshold: fewer than k of them cannot hold k clusters apart, and the first epochs' (the ball's rings,
+    then rings around a fit of a few such points) are noisy means of groups of clusters, 8–33× the prefix's
+    optimum alone on blobs 1e5, which even at a quarter of the weight pull the fit between clusters. A
+    coarse point keeps its factor in a cluster (the ``clusters`` rule's k-means partition of every released
+    point) that the newer epochs fill at under ``_STILL_ARRIVING`` times the old epoch's share there (a
+    cluster that stopped arriving: an in-order stream's first clusters, held by one or two coarse points),
+    and wherever a decay rule spared it (its factor above the age decay ``aged``). The number of released
+    points per epoch is public and the sets are DP outputs: post-processing."""
+    m = float(cfg.release_min_points) * cfg.n_clusters
+    n = np.array([len(s) for s in sets])
+    later_fine = np.r_[np.cumsum((n >= m)[::-1])[::-1][1:], 0] > 0  # some later epoch released ≥ m points
+    coarse = (n < m) & later_fine
+    if not coarse.any():
+        return factor
+    if partitions is None:
+        partitions = Partitions(cfg, noise, S, epoch, t)
+    k = partitions.own_k
+    lab = partitions.labels(k)
+    ep = np.repeat(np.arange(len(sets)), n)
+    w = np.maximum(S.weights, 0.0)
+    out = factor.copy()
+    for i in np.flatnonzero(coarse):
+        own = np.bincount(lab[ep == i], weights=w[ep == i], minlength=k)
+        newer = np.bincount(lab[ep > i], weights=w[ep > i], minlength=k)
+        still = newer * own.sum() >= _STILL_ARRIVING * own * newer.sum()
+        seg = ep == i
+        out[seg] = np.where(still[lab[seg]] & (factor[seg] <= aged[seg]), 0.0, factor[seg])
+    return out
 
 
 def _uncovered_kept(sets, factor: np.ndarray, cover: float) -> np.ndarray:

@@ -44,7 +44,7 @@ PARAMETERS = (
     # added later, so they come last: the earlier keys keep their order
     "flush_growth", "flush_min_blocks", "root_tail", "release_decay_rule", "release_cover_factor", "ring_tolerance",
     "tree_cells", "first_flush_leaves", "cells_locate_dims", "cells_lloyd_steps", "cells_lloyd_share",
-    "cells_overseed", "cells_reseed", "cells_count_share")
+    "cells_overseed", "cells_reseed", "cells_count_share", "release_min_points")
 CELLS_OPTIONS = ("cells_locate_dims", "cells_lloyd_steps", "cells_lloyd_share", "cells_overseed", "cells_reseed",
                  "cells_count_share")
 UNIT_FIELDS = ("max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit")
@@ -177,6 +177,8 @@ class EngineConfig:
         for name in CELLS_OPTIONS:  # off (the default): the same dict as before the cells' options
             if getattr(self, name) == _DEFAULTS[name]:
                 d.pop(name)
+        if not self.release_min_points:  # off (the default): the same dict as before the option
+            d.pop("release_min_points")
         if self.first_flush_leaves == 1.0:  # the default: the same dict as before the option (what a default
             # run releases is told apart by ALGORITHM_VERSION, part of a run's identity)
             d.pop("first_flush_leaves")
@@ -364,6 +366,8 @@ def _check_and_normalise(v: dict) -> None:
            f"flush_min_blocks must be a finite number >= 0, got {v['flush_min_blocks']!r}")
     _check(_is_num(v["first_flush_leaves"]) and math.isfinite(v["first_flush_leaves"]) and v["first_flush_leaves"] >= 0,
            f"first_flush_leaves must be a finite number >= 0, got {v['first_flush_leaves']!r}")
+    _check(_is_num(v["release_min_points"]) and math.isfinite(v["release_min_points"]) and v["release_min_points"] >= 0,
+           f"release_min_points must be a finite number >= 0, got {v['release_min_points']!r}")
     _check(v["tree_keep_factor"] > 0 and v["tree_branch_factor"] > 0, "tree factors must be > 0")
     cells = v["tree_cells"]
     _check(_is_num(cells) and 0 <= cells < 1, f"tree_cells must be a share in [0, 1), got {cells!r}")

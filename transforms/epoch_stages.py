@@ -330,7 +330,7 @@ class _EpochCloseFn(_EpochStageFn):
         ctx, t = self.run(r), st.tick
         S = WeightedSet.concat([st.sets[i] for i in range(job.n_rings)], cfg.dim)
         coresets = list(st.prev) + [release_step.epoch_coreset(cfg, ctx.noise, S, e, t)]
-        rel = release_step.release(cfg, ctx.noise, coresets, None, e + 1, t)
+        rel = release_step.ring_release(cfg, ctx.noise, coresets, None, e + 1, t)
         ring = release_step.released_ring_centers(cfg, ctx.noise, rel, e + 1, t)
         F = release_step.next_ring_centers(st.candidates, ring)
         # the next epoch's ring centers to every shard; the coresets so far ride with shard 0's copy

@@ -663,6 +663,25 @@ def test_batch_job_with_a_drift_aware_decay_rule_releases_what_the_engine_releas
     assert want != _engine_run(cfg.with_(release_decay_rule="clusters"), seed_file, ticks)
 
 
+def test_batch_job_leaving_coarse_epochs_out_of_the_fit_releases_what_the_engine_releases(tmp_path, seed_file,
+                                                                                          monkeypatch):
+    """release_min_points=1.5 (an old epoch of fewer than 1.5·k released points leaves the release fit once a
+    newer epoch released that many): on a shuffled stream of three clusters whose first epochs are coarse the
+    engine's releases differ from the default's, and the job's stages, calling the same release step,
+    release exactly the engine's."""
+    _engine_overrides(monkeypatch, dict(release_min_points=1.5))
+    rng = np.random.default_rng(12)
+    T, per = 24, 200
+    means = np.array([(-6.0, -6.0), (6.0, -6.0), (0.0, 7.0)])
+    ticks = [means[rng.integers(3, size=per)] + rng.normal(size=(per, 2)) * 0.7 for _ in range(T)]
+    got, want, job = _job_and_engine_on(np.vstack(ticks), tmp_path, seed_file, radius=12, k=3, tick_size=per,
+                                        horizon=T, epsilon=1)
+    cfg = job_mod.engine_config(job)
+    assert cfg.release_min_points == 1.5
+    assert got == want and len(got) == T
+    assert want != _engine_run(cfg.with_(release_min_points=0.0), seed_file, ticks)
+
+
 @pytest.mark.parametrize("runs, extra", [(1, []), (2, []), (1, ["--semicoreset=snap"]), (2, ["--tick_timer=looping"])])
 def test_a_job_that_ends_at_its_input_end_releases_what_the_engine_releases_with_the_end(tmp_path, seed_file, runs,
                                                                                           extra):
