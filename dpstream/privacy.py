@@ -737,4 +737,24 @@ def plan_table(d: dict) -> str:
                 f"total ε = {d['total_epsilon']:.4f}.")
     else:
         foot = ""
-    return head + "\n".join(rows) + foot
+    return head + "\n".join(rows) + foot + _gated_note(d)
+
+
+def _gated_note(d: dict) -> str:
+    """With ``cells_gate`` (P22): the plain tree's lines on a gated block, and A's load in either mode."""
+    gated = d.get("gated_lines")
+    if not gated:
+        return ""
+    a = [ln for ln in d["lines"] if ln["component"].startswith("semicoreset A")]
+    if d.get("mode") == "pure":
+        load = lambda lines: f"Σ ε = {sum(ln['epsilon'] for ln in lines):.6g}"  # noqa: E731
+    else:
+        load = lambda lines: "Σ (Δ/σ)² = {:.6g}".format(  # noqa: E731
+            sum(ln["count"] * (ln["sensitivity"] / ln["noise"]) ** 2 for ln in lines))
+    rows = [f"| {ln['component']} | {ln['mechanism']} | {ln['noise']:.4g} | {ln['sensitivity']:.4g} | {ln['count']} |"
+            for ln in gated]
+    return ("\n\nOn a block `cells_gate` keeps from the cells, A runs the plain tree with these lines instead of "
+            "its lines above (a record's one A call runs one mode, so they are not composed a second time); "
+            f"A's lines above: {load(a)}, these: {load(gated)}.\n\n"
+            "| component | mechanism | noise (σ or scale b) | sensitivity | instances |\n|---|---|---|---|---|\n"
+            + "\n".join(rows))

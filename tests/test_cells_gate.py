@@ -65,6 +65,11 @@ def test_off_is_the_configuration_and_plan_of_before():
     # the gate adds no composed line: a record's A call runs one mode, whose lines are these or the gated ones
     assert [(ln.component, ln.noise) for ln in p_on.lines] == [(ln.component, ln.noise) for ln in p_off.lines]
     assert len(p_on.to_dict()["gated_lines"]) == 2
+    assert "cells_gate" not in p_off.table()
+    on_table = p_on.table()  # the table shows the gated lines and A's equal load in either mode
+    assert "semicoreset A sums (gated block: plain tree)" in on_table
+    loads = re.findall(r"Σ \(Δ/σ\)² = ([0-9.]+[0-9](?:e[+-]?[0-9]+)?)", on_table)
+    assert len(loads) == 2 and float(loads[0]) == pytest.approx(float(loads[1]), rel=1e-5)
 
 
 def _load(lines, delta):
