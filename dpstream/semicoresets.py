@@ -302,9 +302,7 @@ class TreeSemicoreset(Semicoreset):
         releases it: the same keyed directions (of the ring) and noise keys (one mode runs per block, so no
         draw serves two queries), at A's whole budget (the plan's ``gated_lines``)."""
         plain = self.gated_tree()
-        D, d = plain.cfg.tree_depth, plain.cfg.dim
-        V = plain.directions(key[:3])
-        sketch = LeafSketch(block.centers, block.radii, V, d, self.grid)
+        sketch = LeafSketch(block.centers, block.radii, plain.directions(key[:3]), plain.cfg.dim, self.grid)
         x, part = block.raw()
         sketch.add(x, part)
         return plain._leaves(sketch, key)
