@@ -159,7 +159,7 @@ class Engine:
             count_est = float(self.counter.step(np.array([x.shape[0]], dtype=np.int64))[0])
         else:
             count_est = None
-        self.mr.step(t, x, ring, f)
+        self.mr.step(t, x, ring, f, count_est)
         self.peak_state = max(self.peak_state, self.state_size())
         F = self.candidate_centers()
         changed = (cfg.ring_centers == "bicriteria+released" and self._cache is not None
@@ -168,7 +168,7 @@ class Engine:
         adopt, flush, _ = self.schedule.step(t, gate, F.shape[0], changed, end=last)
         if flush:
             # (the public flush ticks flush without an epoch change: a release reflects what arrived)
-            self.mr.flush(t)
+            self.mr.flush(t, count_est)
             if adopt:
                 self._close_epoch(t)
                 if cfg.ring_centers == "bicriteria+released":
@@ -177,7 +177,7 @@ class Engine:
                     F = release_step.next_ring_centers(F, self._ring_centers(t, gate))
                     self._adopted_release = self._cache_version
                 self.mr = EpochMergeReduce(cfg, self.plan, self.noise, self.A, self.epoch, F.copy(),
-                                           self.block_size)
+                                           self.block_size, count_est)
         self.t = t
         if last:
             self.ended = True

@@ -147,6 +147,7 @@ class TickPlan(NamedTuple):
     final: bool              # t = T, or the stream's declared last tick
     n_candidates: int        # |F_t| (the bicriteria's candidate centers; 1 without it: the ball's center)
     candidates: Optional[np.ndarray]  # F_t at an adoption tick (the new rings' centers start with it)
+    count0: Optional[float] = 0.0  # the DP count estimate when the epoch started (the rings' cells_gate)
 
 
 class EpochPlanner:
@@ -180,11 +181,11 @@ class EpochPlanner:
             count = self.bic.update(bicriteria_update)
         else:
             count = float(self.counter.step(np.array([int(n_points)], dtype=np.int64))[0])
-        epoch, first = self.schedule.epoch, self.schedule.epoch_start + 1
+        epoch, first, count0 = self.schedule.epoch, self.schedule.epoch_start + 1, self.schedule.count0
         adopt, flush, final = self.schedule.step(t, count, len(self.bic.F), end=end)
         candidates = self.bic.centers if adopt else None
         self.t = t
-        return TickPlan(t, count, epoch, first, adopt, flush, final, len(self.bic.F), candidates)
+        return TickPlan(t, count, epoch, first, adopt, flush, final, len(self.bic.F), candidates, count0)
 
     def state_floats(self) -> int:
         return self.bic.state_floats() + (self.counter.state_floats() if self.counter is not None else 0)

@@ -31,10 +31,15 @@ class RingMergeReduce:
     """DP-Merge-Reduce (Alg. 4) of one (epoch, ring): its open block and its levels (the sparse
     vector of every ring of the epoch is stepped together by :class:`EpochMergeReduce`)."""
 
+    count_at_release = 0.0  # (class default: a ring pickled before ``cells_gate``)
+
     def __init__(self, cfg: EngineConfig, noise: NoiseSource, A: Semicoreset, epoch: int, ring: int,
-                 centers: np.ndarray):
+                 centers: np.ndarray, count0: Optional[float] = 0.0):
         self.cfg, self.noise, self.A = cfg, noise, A
         self.epoch, self.ring = int(epoch), int(ring)
+        # the DP count estimate at the ring's last release (at first: when its epoch started), so that
+        # count − count_at_release estimates the points that reached the ring's open block (cells_gate)
+        self.count_at_release = 0.0 if count0 is None else float(count0)
         self.centers = np.asarray(centers, dtype=float)
         self.radii = np.full(self.centers.shape[0], float(cfg.ring_radius(ring)))
         self.j = 0  # blocks released so far
@@ -56,9 +61,13 @@ class RingMergeReduce:
     def add(self, x: np.ndarray, f: np.ndarray) -> None:
         self.block.add(x, f)
 
-    def release_block(self, tick: int) -> None:
-        """A on the open block (a fire or a flush), then merge-reduce; a new block opens."""
-        out = self.A.release(self.block, self._key())
+    def release_block(self, tick: int, count: Optional[float] = None) -> None:
+        """A on the open block (a fire or a flush), then merge-reduce; a new block opens. ``count``: tick
+        ``tick``'s DP count estimate (None: the run has none)."""
+        n_hat = None if count is None else float(count) - self.count_at_release
+        out = self.A.release(self.block, self._key(), n_hat)
+        if count is not None:
+            self.count_at_release = float(count)
         self._insert(WeightedSet(out.points, out.weights.astype(float), np.full(len(out), -1)), tick)
         self.last_release = tick
         self.j += 1
@@ -111,19 +120,20 @@ class EpochMergeReduce:
     :class:`RingMergeReduce` states."""
 
     def __init__(self, cfg: EngineConfig, plan: PrivacyPlan, noise: NoiseSource, A: Semicoreset, epoch: int,
-                 centers: np.ndarray, block_size: int):
+                 centers: np.ndarray, block_size: int, count0: Optional[float] = 0.0):
         self.cfg, self.plan, self.noise, self.A = cfg, plan, noise, A
         self.epoch = epoch
         self.centers = np.asarray(centers, dtype=float)
         I = cfg.n_rings
         self.block_size = int(block_size)
         self.svt = LevelZeroAboveThreshold(I, self.block_size, plan.svt_scale, noise, ("svt", epoch))
-        self.rings = [RingMergeReduce(cfg, noise, A, epoch, i, self.centers) for i in range(I)]
+        self.rings = [RingMergeReduce(cfg, noise, A, epoch, i, self.centers, count0) for i in range(I)]
         self.version = 0
         self.fires = 0
 
     # -- per tick ---------------------------------------------------------------
-    def step(self, tick: int, x: np.ndarray, ring: np.ndarray, f: np.ndarray) -> np.ndarray:
+    def step(self, tick: int, x: np.ndarray, ring: np.ndarray, f: np.ndarray, count: Optional[float] = None
+             ) -> np.ndarray:
         I = self.cfg.n_rings
         if len(x):
             order = np.argsort(ring, kind="stable")
@@ -135,19 +145,19 @@ class EpochMergeReduce:
         arrivals = np.bincount(ring, minlength=I) if len(x) else np.zeros(I, dtype=np.int64)
         fired = self.svt.step(tick, arrivals)
         for i in np.flatnonzero(fired):
-            self.rings[i].release_block(tick)
+            self.rings[i].release_block(tick, count)
         if fired.any():
             self.fires += 1
             self.version += 1
         return fired
 
-    def flush(self, tick: int) -> None:
+    def flush(self, tick: int, count: Optional[float] = None) -> None:
         """Release every ring's open block — except a ring that fired at this very tick, whose new
         block is empty by construction (a function of its ⊤ output): a ring releases at most once
         per tick, which is what A's run-wide threshold counts with."""
         for r in self.rings:
             if r.last_release != tick:
-                r.release_block(tick)
+                r.release_block(tick, count)
         self.fires += 1
         self.version += 1
 

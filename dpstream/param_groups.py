@@ -234,6 +234,10 @@ class BlackBoxA:
         live centers' median gap apart along a keyed public direction. Needs ``cells_lloyd_steps``.
       cells_count_share: the cells' own count share (0, the default: ``count_share``, as the tree's and
         the Lloyd steps'): their counts take this part of the cells' budget, their sums the rest.
+      cells_gate: G > 0 (0, the default: off, every block gets the cells) chooses A's mode per block from
+        public numbers and the DP count estimate: the cells when d > ``cells_locate_dims`` (when set) and
+        the points the stream counter counted since the ring's last release reach G·(parts)·k·θ_k,
+        else the plain tree with A's whole budget (P22). Needs ``tree_cells``.
     """
     semicoreset: Semicoreset = Semicoreset.TREE
     tree_depth: Optional[int] = None
@@ -250,6 +254,7 @@ class BlackBoxA:
     cells_overseed: int = 1
     cells_reseed: float = 0.0
     cells_count_share: float = 0.0
+    cells_gate: float = 0.0
 
 
 @dataclass(frozen=True)

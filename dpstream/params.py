@@ -44,9 +44,9 @@ PARAMETERS = (
     # added later, so they come last: the earlier keys keep their order
     "flush_growth", "flush_min_blocks", "root_tail", "release_decay_rule", "release_cover_factor", "ring_tolerance",
     "tree_cells", "first_flush_leaves", "cells_locate_dims", "cells_lloyd_steps", "cells_lloyd_share",
-    "cells_overseed", "cells_reseed", "cells_count_share", "release_min_points")
+    "cells_overseed", "cells_reseed", "cells_count_share", "release_min_points", "cells_gate")
 CELLS_OPTIONS = ("cells_locate_dims", "cells_lloyd_steps", "cells_lloyd_share", "cells_overseed", "cells_reseed",
-                 "cells_count_share")
+                 "cells_count_share", "cells_gate")
 UNIT_FIELDS = ("max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit")
 _NAMES = {name: tuple(f.name for f in fields(cls)) for name, cls in GROUPS}
 _GROUP_OF = {field: name for name, names in _NAMES.items() for field in names}
@@ -73,6 +73,9 @@ def _check_cells_options(v: dict) -> None:
     _check(_is_num(split) and math.isfinite(split) and split >= 0, f"cells_reseed must be a number >= 0, got {split!r}")
     _check(_is_num(phi) and 0 <= phi < 1, f"cells_count_share must be a share in [0, 1), got {phi!r}")
     v["cells_overseed"], v["cells_reseed"], v["cells_count_share"] = int(over), float(split), float(phi)
+    gate = v["cells_gate"]
+    _check(_is_num(gate) and math.isfinite(gate) and gate >= 0, f"cells_gate must be a number >= 0, got {gate!r}")
+    v["cells_gate"] = float(gate)
     for name in CELLS_OPTIONS:
         _check(v[name] == _DEFAULTS[name] or f, f"{name} needs tree_cells > 0 (the options of A's cells)")
     _check(not split or steps, "cells_reseed needs cells_lloyd_steps (it moves the steps' dead centers)")
@@ -163,6 +166,13 @@ class EngineConfig:
         """A copy with some parameters changed (flat keywords); values a public rule filled are derived
         again for the changed parameters."""
         return EngineConfig(**{**self.given(), **kw})
+
+    def gated_tree(self) -> "EngineConfig":
+        """The plain tree a block runs when ``cells_gate`` keeps it from the cells (P22): this configuration
+        without the cells and their options, A's tree depth, keep factor and count share by their rules and
+        defaults (the cells' own tree values are tuned to locate, not to release)."""
+        return self.with_(tree_cells=0.0, tree_depth=None, count_share=None,
+                          tree_keep_factor=_DEFAULTS["tree_keep_factor"], **{n: _DEFAULTS[n] for n in CELLS_OPTIONS})
 
     def to_dict(self) -> dict:
         """The flat parameters (plain values; rule-filled bicriteria, tree_depth, first_epoch_blocks and

@@ -247,6 +247,9 @@ class PrivacyPlan:
     a_cell_sum_scale: float = 0.0
     a_lloyd_count_scale: float = 0.0  # the cells' Lloyd steps (``cells_lloyd_steps``; 0: off): per step and record
     a_lloyd_sum_scale: float = 0.0
+    # ``cells_gate``: the plain tree's lines on a block the gate keeps from the cells (A's whole budget, as
+    # without cells); a record's one A call runs one mode, so these are not composed with the cells' lines
+    gated_lines: List[LedgerLine] = field(default_factory=list)
 
     @property
     def total_epsilon(self) -> float:
@@ -335,6 +338,7 @@ class PrivacyPlan:
                 phi = cfg.count_share if m_s > 0 else 1.0
                 f, f_l = cfg.tree_cells, cfg.cells_lloyd_share
                 rest = 1 - f - f_l
+                gated = _tree_lines_gaussian(z_a, cfg.gated_tree(), rel1, s2, g, cfg.delta) if cfg.cells_gate else []
                 if f:  # the tree keeps 1 − f − f_l of A's Σ(Δ/σ)², the Lloyd steps f_l, the cells f, each φ : 1 − φ
                     z_a /= math.sqrt(rest)
                 sens_c = math.sqrt(m_c * rel1) * g
@@ -355,12 +359,12 @@ class PrivacyPlan:
                 if f:  # the cells' own count : sum split when cells_count_share says one
                     out.extend(_cell_lines_gaussian(z_a * math.sqrt(rest / f), cfg.cells_count_share or phi, rel1, s2,
                                                     g, cfg.delta))
-                return out, bic_scale, a_count_scale, a_sum_scale, count_scale
+                return out, bic_scale, a_count_scale, a_sum_scale, count_scale, gated
 
             # The lines are discretised one by one in the reported PLD, which can land a hair above
             # the joint calibration: inflate the Gaussian noise until the reported total fits.
             for _ in range(200):
-                gauss, bic_scale, a_count_scale, a_sum_scale, count_scale = gaussian_parts(z)
+                gauss, bic_scale, a_count_scale, a_sum_scale, count_scale, gated = gaussian_parts(z)
                 if cfg.epsilon > _PLD_MAX_EPS:
                     pld_eps = basic = cfg.epsilon
                     break
@@ -393,6 +397,7 @@ class PrivacyPlan:
                                         L_T * rel_cnt * g, 1, eps_cnt, _counter_note(L_T, rel_cnt)))
             eps_a = w_a * cfg.epsilon
             phi = cfg.count_share if m_s > 0 else 1.0
+            gated = _tree_lines_pure(eps_a, cfg.gated_tree(), rel1, s2, g, d) if cfg.cells_gate else []
             eps_cells = cfg.tree_cells * eps_a  # the cells' share of A's ε (0: off), split φ : 1 − φ
             eps_lloyd = cfg.cells_lloyd_share * eps_a  # the cells' Lloyd steps' share (0: off)
             eps_a -= eps_cells
@@ -448,7 +453,7 @@ class PrivacyPlan:
                    unit=_unit(cfg), a_cell_count_scale=_line_noise(lines, "semicoreset A cell counts"),
                    a_cell_sum_scale=_line_noise(lines, "semicoreset A cell sums"),
                    a_lloyd_count_scale=_line_noise(lines, "semicoreset A lloyd counts"),
-                   a_lloyd_sum_scale=_line_noise(lines, "semicoreset A lloyd sums"))
+                   a_lloyd_sum_scale=_line_noise(lines, "semicoreset A lloyd sums"), gated_lines=gated)
 
     @classmethod
     def _non_private(cls, cfg, n_inst, m_c, m_s, test_seed):
@@ -479,6 +484,10 @@ class PrivacyPlan:
                            sensitivity=ln.sensitivity, count=ln.count, epsilon=ln.epsilon, note=ln.note)
                       for ln in self.lines],
         }
+        if self.gated_lines:  # cells_gate: the other mode of A (off: the same dict as before the option)
+            d["gated_lines"] = [dict(component=ln.component, mechanism=ln.mechanism, noise=ln.noise,
+                                     sensitivity=ln.sensitivity, count=ln.count, epsilon=ln.epsilon, note=ln.note)
+                                for ln in self.gated_lines]
         if self.unit is not None:  # record level: the same dict (and release bytes) as before units
             d["unit"] = dict(self.unit)
             d["across_runs"] = UNIT_RUNS_NOTE
@@ -514,6 +523,32 @@ def _cell_lines_gaussian(z_cells: float, phi: float, rel1: float, s2: float, g: 
             LedgerLine("semicoreset A cell sums", "gaussian", s_scale, s2 * g, 1,
                        gaussian_epsilon(s_scale / (s2 * g), delta / 4),
                        "1 noisy sum per record (its cell, normalised ball)")]
+
+
+def _tree_lines_gaussian(z_a: float, plain: EngineConfig, rel1: float, s2: float, g: float, delta: float):
+    """The plain tree's Gaussian lines on a block ``cells_gate`` keeps from the cells: A's whole noise
+    multiplier ``z_a``, split φ : 1 − φ, with the multiplicities and φ of ``plain`` (the gated tree's
+    configuration), as the plan without cells has them (P22)."""
+    (m_c, m_s), phi = a_multiplicities(plain), plain.count_share
+    sens_c, sens_s = math.sqrt(m_c * rel1) * g, s2 * math.sqrt(m_s) * g
+    c_scale, s_scale = z_a * sens_c / math.sqrt(phi), z_a * sens_s / math.sqrt(1 - phi)
+    return [LedgerLine("semicoreset A counts (gated block: plain tree)", "gaussian", c_scale, sens_c, 1,
+                       gaussian_epsilon(c_scale / sens_c, delta / 4), f"{m_c} noisy counts per record"),
+            LedgerLine("semicoreset A sums (gated block: plain tree)", "gaussian", s_scale, sens_s, 1,
+                       gaussian_epsilon(s_scale / sens_s, delta / 4),
+                       f"{m_s} noisy sums per record (normalised ball)")]
+
+
+def _tree_lines_pure(eps_a: float, plain: EngineConfig, rel1: float, s2: float, g: float, d: int):
+    """The plain tree's pure lines on a gated block: A's whole ε, split φ : 1 − φ (``plain``'s multiplicities
+    and φ), its sums d-dimensional."""
+    (m_c, m_s), phi = a_multiplicities(plain), plain.count_share
+    sens_c, sens_s = m_c * rel1 * g, s2 * math.sqrt(d) * m_s * g
+    return [LedgerLine("semicoreset A counts (gated block: plain tree)", "discrete_laplace", sens_c / (phi * eps_a),
+                       sens_c, 1, phi * eps_a, f"{m_c} noisy counts per record"),
+            LedgerLine("semicoreset A sums (gated block: plain tree)", "discrete_laplace",
+                       sens_s / ((1 - phi) * eps_a), sens_s, 1, (1 - phi) * eps_a,
+                       f"{m_s} noisy sums per record, ℓ1 √d per sum")]
 
 
 def _lloyd_lines_gaussian(z_lloyd: float, phi: float, rel1: float, s2: float, g: float, delta: float, steps: int):
@@ -703,4 +738,24 @@ def plan_table(d: dict) -> str:
                 f"total ε = {d['total_epsilon']:.4f}.")
     else:
         foot = ""
-    return head + "\n".join(rows) + foot
+    return head + "\n".join(rows) + foot + _gated_note(d)
+
+
+def _gated_note(d: dict) -> str:
+    """With ``cells_gate`` (P22): the plain tree's lines on a gated block, and A's load in either mode."""
+    gated = d.get("gated_lines")
+    if not gated:
+        return ""
+    a = [ln for ln in d["lines"] if ln["component"].startswith("semicoreset A")]
+    if d.get("mode") == "pure":
+        load = lambda lines: f"Σ ε = {sum(ln['epsilon'] for ln in lines):.6g}"  # noqa: E731
+    else:
+        load = lambda lines: "Σ (Δ/σ)² = {:.6g}".format(  # noqa: E731
+            sum(ln["count"] * (ln["sensitivity"] / ln["noise"]) ** 2 for ln in lines))
+    rows = [f"| {ln['component']} | {ln['mechanism']} | {ln['noise']:.4g} | {ln['sensitivity']:.4g} | {ln['count']} |"
+            for ln in gated]
+    return ("\n\nOn a block `cells_gate` keeps from the cells, A runs the plain tree with these lines instead of "
+            "its lines above (a record's one A call runs one mode, so they are not composed a second time); "
+            f"A's lines above: {load(a)}, these: {load(gated)}.\n\n"
+            "| component | mechanism | noise (σ or scale b) | sensitivity | instances |\n|---|---|---|---|---|\n"
+            + "\n".join(rows))

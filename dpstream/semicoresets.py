@@ -34,9 +34,11 @@ Implementations:
 """
 from __future__ import annotations
 
+import copy
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Optional
 
 import numpy as np
 
@@ -98,11 +100,13 @@ class Semicoreset:
         """The tree's hyperplane directions for ``key`` (a keyed draw: data-independent); none otherwise."""
         return np.zeros((0, self.cfg.dim))
 
-    def release(self, block, key) -> WeightedSet:
-        """The DP step on a whole block: a weighted set in data coordinates (zero weights dropped)."""
+    def release(self, block, key, n_hat: Optional[float] = None) -> WeightedSet:
+        """The DP step on a whole block: a weighted set in data coordinates (zero weights dropped).
+        ``n_hat``: the DP count estimate of the points that reached the block's ring since its last release
+        (``cells_gate`` reads it; never an exact count)."""
         if self.record_calls:
             self.calls.append((key, int(block.n)))
-        out = self.run(block, key)
+        out = self.run_gated(block, key, n_hat)
         centers, radii = block.centers, block.radii
         pts = centers[out.part] + radii[out.part][:, None] * out.points
         keep = out.weights > 0
@@ -115,6 +119,9 @@ class Semicoreset:
 
     def run(self, block, key) -> WeightedSet:  # pragma: no cover - interface
         raise NotImplementedError
+
+    def run_gated(self, block, key, n_hat: Optional[float]) -> WeightedSet:
+        return self.run(block, key)
 
     # -- helpers shared by the implementations --------------------------------
     def normalise(self, x, part, centers, radii):
@@ -245,6 +252,60 @@ class TreeSemicoreset(Semicoreset):
 
     name = "tree"
     per_part_noise = True
+    last_mode = None  # "cells" or "tree": the mode of the last release (telemetry for benchmarks and tests)
+    _gated = None  # the plain tree of gated blocks (its configuration and scales), made at first use
+
+    def __init__(self, cfg: EngineConfig, plan: PrivacyPlan, noise: NoiseSource):
+        super().__init__(cfg, plan, noise)
+        if cfg.cells_gate and not (cfg.bicriteria or cfg.count_counter):
+            raise ValueError("cells_gate needs a DP count estimate: a stream counter (privacy_split with 4 "
+                             "weights) or the bicriteria")
+
+    def use_cells(self, n_hat: Optional[float], n_parts: int) -> bool:
+        """``cells_gate`` = G (P22): the cells on a block iff they locate in fewer dimensions than d (when
+        ``cells_locate_dims`` is set) and the DP count estimate ``n_hat`` of the ring's points since its last
+        release reaches G · n_parts · k · θ_k — on average G·θ_k points for each of the k cells of every part,
+        θ_k the cells' keep threshold. Public numbers and a released DP value only: post-processing."""
+        cfg = self.cfg
+        if not cfg.tree_cells:
+            return False
+        if not cfg.cells_gate:
+            return True
+        if cfg.cells_locate_dims and cfg.cells_locate_dims >= cfg.dim:
+            return False
+        if n_hat is None:
+            raise ValueError("cells_gate needs the DP count estimate of the block's ring")
+        return float(n_hat) >= cfg.cells_gate * n_parts * cfg.n_clusters * self.cells_threshold()
+
+    def run_gated(self, block, key, n_hat):
+        if not self.cfg.tree_cells:
+            return self._leaves(block, key)
+        if self.use_cells(n_hat, block.n_parts):
+            self.last_mode = "cells"
+            return self._cells(block, key)
+        self.last_mode = "tree"
+        return self._plain_tree(block, key)
+
+    def gated_tree(self) -> "TreeSemicoreset":
+        """The plain tree of gated blocks: :meth:`EngineConfig.gated_tree` at the plan's ``gated_lines``."""
+        if self._gated is None:
+            lines = {ln.component.split(" (")[0]: ln.noise for ln in self.plan.gated_lines}
+            plain = copy.copy(self)
+            plain.cfg = self.cfg.gated_tree()
+            plain.plan = replace(self.plan, a_count_scale=lines["semicoreset A counts"],
+                                 a_sum_scale=lines["semicoreset A sums"], gated_lines=[])
+            self._gated = plain
+        return self._gated
+
+    def _plain_tree(self, block, key):
+        """The plain tree on a cells block the gate keeps from the cells, exactly as a run without cells
+        releases it: the same keyed directions (of the ring) and noise keys (one mode runs per block, so no
+        draw serves two queries), at A's whole budget (the plan's ``gated_lines``)."""
+        plain = self.gated_tree()
+        sketch = LeafSketch(block.centers, block.radii, plain.directions(key[:3]), plain.cfg.dim, self.grid)
+        x, part = block.raw()
+        sketch.add(x, part)
+        return plain._leaves(sketch, key)
 
     def directions(self, key):
         """(D, d) keyed hyperplanes; with cells located in a projection, the :class:`~dpstream.cells.Projected`
@@ -261,8 +322,17 @@ class TreeSemicoreset(Semicoreset):
         return LeafSketch(centers, radii, V, self.cfg.dim, self.grid)
 
     def leaf_threshold(self) -> float:
+        """θ_k: the cells' keep threshold with cells; with ``cells_gate`` the gated tree's, as a run without
+        cells has it (the block size and the first flush follow the plain tree that most blocks of a long
+        stream run)."""
         if not self.cfg.tree_cells:
             return super().leaf_threshold()
+        if self.cfg.cells_gate:
+            return self.gated_tree().leaf_threshold()
+        return self.cells_threshold()
+
+    def cells_threshold(self) -> float:
+        """The cells' keep threshold: a cell's noisy count must pass its count tail and its mean's sum noise."""
         s = self.plan.a_cell_sum_scale
         per = s if self.plan.a_mechanism == "gaussian" else s * math.sqrt(2.0)
         return max(self.cell_tail(1), cells.CELL_KEEP_FACTOR * math.sqrt(self.cfg.dim) * per)
@@ -284,7 +354,7 @@ class TreeSemicoreset(Semicoreset):
         return theta_root, theta_k, max(cfg.tree_branch_factor, 1.0) * theta_k
 
     def run(self, block, key):
-        return self._cells(block, key) if self.cfg.tree_cells else self._leaves(block, key)
+        return self.run_gated(block, key, None)
 
     def _cells(self, block, key):
         """Steps 1–4 of :mod:`dpstream.cells` on a :class:`CellBlock` (located in its projection, with Lloyd

@@ -37,11 +37,11 @@ def a_skips_empty_parts(monkeypatch):
     """The natural-but-wrong A: only parts that received points are processed (P6)."""
     orig = sc_mod.Semicoreset.release
 
-    def release(self, block, key):
+    def release(self, block, key, *a):
         used = _parts_with_points(block)
         if used.size == 0:
             return WeightedSet.empty(self.cfg.dim)
-        out = orig(self, _restrict(block, used), key)
+        out = orig(self, _restrict(block, used), key, *a)
         return WeightedSet(out.points, out.weights, used[out.part])
 
     monkeypatch.setattr(sc_mod.Semicoreset, "release", release)

@@ -20,9 +20,9 @@ def record_ring_releases(monkeypatch) -> list:
     seen = []
     orig = mr_mod.RingMergeReduce.release_block
 
-    def release_block(self, tick):
+    def release_block(self, tick, *a):
         seen.append((tick, self.epoch, self.ring))
-        return orig(self, tick)
+        return orig(self, tick, *a)
 
     monkeypatch.setattr(mr_mod.RingMergeReduce, "release_block", release_block)
     return seen

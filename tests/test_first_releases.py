@@ -51,9 +51,9 @@ def _run(cfg, ticks, monkeypatch):
     orig_flush = mr_mod.EpochMergeReduce.flush
     orig_step = epochs_mod.EpochSchedule.step
 
-    def flush(self, tick):
+    def flush(self, tick, *a):
         flushed.append(tick)
-        return orig_flush(self, tick)
+        return orig_flush(self, tick, *a)
 
     def step(self, t, count, *a, **kw):
         counts[t] = count

@@ -46,9 +46,9 @@ def _run(cfg, ticks, monkeypatch):
     flushed = []
     orig = mr_mod.EpochMergeReduce.flush
 
-    def flush(self, tick):
+    def flush(self, tick, *a):
         flushed.append(tick)
-        return orig(self, tick)
+        return orig(self, tick, *a)
 
     monkeypatch.setattr(mr_mod.EpochMergeReduce, "flush", flush)
     e = Engine(cfg, SEED)
@@ -113,7 +113,7 @@ def test_after_each_flush_tick_every_point_so_far_entered_exactly_one_a_call(mon
     ticks = three_blob_ticks(3, [60 + 7 * t for t in range(N_TICKS)])
     flushed = []
     orig = mr_mod.EpochMergeReduce.flush
-    monkeypatch.setattr(mr_mod.EpochMergeReduce, "flush", lambda self, t: (flushed.append(t), orig(self, t))[1])
+    monkeypatch.setattr(mr_mod.EpochMergeReduce, "flush", lambda self, t, *a: (flushed.append(t), orig(self, t, *a))[1])
     e = Engine(cfg, SEED)
     e.A.record_calls = True
     seen = 0

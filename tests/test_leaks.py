@@ -188,8 +188,8 @@ def _leak_raw_points_from_a(monkeypatch):
         self.__dict__.setdefault("leak", []).append(np.array(x, dtype=float))
         return orig_add(self, x, part)
 
-    def release(self, block, key):
-        out = orig_release(self, block, key)
+    def release(self, block, key, *a):
+        out = orig_release(self, block, key, *a)
         x = np.concatenate(block.__dict__.get("leak", [np.zeros((0, self.cfg.dim))]))
         return WeightedSet.concat([out, WeightedSet(x, np.ones(len(x), dtype=np.int64),
                                                     np.zeros(len(x), dtype=np.int64))], self.cfg.dim)

@@ -135,10 +135,10 @@ _a_skips_empty_parts = broken_variants.a_skips_empty_parts
 def _empty_ticks_skip_svt(monkeypatch):
     orig = mr_mod.EpochMergeReduce.step
 
-    def step(self, tick, x, ring, f):
+    def step(self, tick, x, ring, f, *a):
         if len(x) == 0:
             return np.zeros(self.cfg.n_rings, dtype=bool)
-        return orig(self, tick, x, ring, f)
+        return orig(self, tick, x, ring, f, *a)
 
     monkeypatch.setattr(mr_mod.EpochMergeReduce, "step", step)
 
@@ -155,10 +155,10 @@ def _empty_ticks_skip_counters(monkeypatch):
 
 
 def _flush_only_nonempty_rings(monkeypatch):
-    def flush(self, tick):
+    def flush(self, tick, *a):
         for r in self.rings:
             if r.block.n and r.last_release != tick:
-                r.release_block(tick)
+                r.release_block(tick, *a)
         self.version += 1
 
     monkeypatch.setattr(mr_mod.EpochMergeReduce, "flush", flush)

@@ -83,11 +83,11 @@ def _install_spies(monkeypatch):
             return orig(self, x, part)
         return add
 
-    def spy_release(self, block, key):
+    def spy_release(self, block, key, *a):
         _LOG["releases"].append((block, key, int(block.n)))
         _LOG["in_release"] = True
         try:
-            return orig_release(self, block, key)
+            return orig_release(self, block, key, *a)
         finally:
             _LOG["in_release"] = False
 
@@ -334,9 +334,9 @@ def _broken_a_twice(monkeypatch):
     """A block survives a fire: its points enter A again at the ring's next fire/flush."""
     orig = mr_mod.RingMergeReduce.release_block
 
-    def release_block(self, tick):
+    def release_block(self, tick, *a):
         kept = self.block
-        orig(self, tick)
+        orig(self, tick, *a)
         self.block = kept
 
     monkeypatch.setattr(mr_mod.RingMergeReduce, "release_block", release_block)

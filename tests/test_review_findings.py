@@ -124,15 +124,15 @@ def _spy_releases(monkeypatch):
     orig_release, orig_flush = mr_mod.RingMergeReduce.release_block, mr_mod.EpochMergeReduce.flush
     state = {"why": "fire"}
 
-    def release_block(self, tick):
+    def release_block(self, tick, *a):
         seen.append((tick, self.epoch, self.ring, self.block.n_parts, self.centers.shape[0], state["why"],
                      int(self.block.n)))
-        return orig_release(self, tick)
+        return orig_release(self, tick, *a)
 
-    def flush(self, tick):
+    def flush(self, tick, *a):
         state["why"] = "flush"
         try:
-            return orig_flush(self, tick)
+            return orig_flush(self, tick, *a)
         finally:
             state["why"] = "fire"
 
@@ -515,8 +515,8 @@ def test_f8_burst_fires_at_most_once_per_ring():
 def test_f8_checks_catch_summarised_buffer(monkeypatch):
     orig = mr_mod.EpochMergeReduce.step
 
-    def step(self, tick, x, ring, f):  # a "memory saver": each block keeps only its 3 heaviest leaves
-        out = orig(self, tick, x, ring, f)
+    def step(self, tick, x, ring, f, *a):  # a "memory saver": each block keeps only its 3 heaviest leaves
+        out = orig(self, tick, x, ring, f, *a)
         for r in self.rings:
             k, c, sm = r.block.compact()
             top = np.sort(np.argsort(-c)[:3])
@@ -532,8 +532,8 @@ def test_f8_checks_catch_summarised_buffer(monkeypatch):
 def test_f8_checks_catch_a_memory_guard(monkeypatch):
     orig = mr_mod.EpochMergeReduce.step
 
-    def step(self, tick, x, ring, f):  # "if len(P_0) > cap: flush"
-        out = orig(self, tick, x, ring, f)
+    def step(self, tick, x, ring, f, *a):  # "if len(P_0) > cap: flush"
+        out = orig(self, tick, x, ring, f, *a)
         if self.buffered() > 5000:
             self.flush(tick)
         return out

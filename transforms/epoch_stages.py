@@ -257,7 +257,7 @@ class _RingFn(_EpochStageFn):
             t = st.next_tick
             parts, p = pending.pop(t), plans.pop(t)
             if ring is None:
-                ring = (_Ring(cfg, ctx.noise, ctx.A, e, i, st.centers) if st.ring is None
+                ring = (_Ring(cfg, ctx.noise, ctx.A, e, i, st.centers, p.count0) if st.ring is None
                         else _Ring.from_state(st.ring, cfg, ctx.noise, ctx.A))
                 svt = st.svt or LevelZeroAboveThreshold(cfg.n_rings, ctx.block_size, ctx.plan.svt_scale,
                                                            ctx.noise, ("svt", e), index=i)
@@ -270,7 +270,7 @@ class _RingFn(_EpochStageFn):
             if release or (p.flush and ring.last_release != t):  # a fire, or the flush (epoch change, t = 1, T)
                 ring.block.merge_many(unmerged)
                 unmerged = []
-                ring.release_block(t)
+                ring.release_block(t, p.count)
             changed = ring.last_release == t
             delta = [(j, lv) for j, lv in enumerate(ring.levels)
                      if j >= len(before) or lv is not before[j]] if changed else None

@@ -71,10 +71,12 @@ class RingPlan(NamedTuple):
     adopt: bool
     final: bool
     candidates: Optional[np.ndarray]
+    count: Optional[float] = None  # the tick's DP count estimate and the epoch's at its start (cells_gate)
+    count0: Optional[float] = 0.0
 
     @classmethod
     def of(cls, plan) -> "RingPlan":
-        return cls(plan.first, plan.flush, plan.adopt, plan.final, plan.candidates)
+        return cls(plan.first, plan.flush, plan.adopt, plan.final, plan.candidates, plan.count, plan.count0)
 
 
 class TickPoints(NamedTuple):

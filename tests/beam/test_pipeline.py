@@ -609,6 +609,27 @@ def test_batch_job_with_the_cells_seeding_releases_what_the_engine_releases(tmp_
     assert any(len(r["coreset_weights"]) for r in got)
 
 
+def test_batch_job_with_the_cells_gate_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
+    """cells_gate (A's mode per block from the DP count since the ring's last release: the epoch planner's
+    counts reach the job's rings with each tick's plan): the job's releases are the engine's, with both modes
+    run on this stream."""
+    import dpstream.semicoresets as sc_mod
+
+    modes = []
+    orig = sc_mod.TreeSemicoreset.run_gated
+
+    def run_gated(self, block, key, n_hat):
+        out = orig(self, block, key, n_hat)
+        modes.append(self.last_mode)
+        return out
+
+    monkeypatch.setattr(sc_mod.TreeSemicoreset, "run_gated", run_gated)
+    got, want, cfg = _job_and_engine_with(dict(tree_cells=0.4, cells_gate=0.5), 6, tmp_path, seed_file, monkeypatch)
+    assert cfg.cells_gate == 0.5
+    assert got == want and len(got) == 40
+    assert {"cells", "tree"} <= set(modes)
+
+
 def test_batch_job_with_ring_tolerance_releases_what_the_engine_releases(tmp_path, seed_file):
     """The default ring_tolerance (unit-norm points: every one on the first epoch's ring boundary): the
     job's AssignRings puts each point in the ring the engine does, so the releases are the engine's."""
