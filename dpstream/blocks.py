@@ -26,10 +26,15 @@ from typing import List
 import numpy as np
 
 
-def normalise(x: np.ndarray, part: np.ndarray, centers: np.ndarray, radii: np.ndarray) -> np.ndarray:
-    """y = (x − c_p)/r_p, clipped to the unit ball (float rounding at dist ≈ r_p: P10)."""
+def normalise(x, part: np.ndarray, centers: np.ndarray, radii: np.ndarray) -> np.ndarray:
+    """y = (x − c_p)/r_p, clipped to the unit ball (float rounding at dist ≈ r_p: P10). ``x``: the rows, or
+    a list of arrays whose rows in order are the rows (a block's additions, not joined first)."""
     y = np.take(centers, part, axis=0)
-    np.subtract(x, y, out=y)  # x − c_p into the gathered centers: one n×d array, not two
+    a = 0
+    for xc in (x if isinstance(x, list) else [x]):  # a loop over additions, not points
+        # x − c_p into the gathered centers: one n×d array, not two (element-wise: the same numbers in slices)
+        np.subtract(xc, y[a:a + len(xc)], out=y[a:a + len(xc)])
+        a += len(xc)
     r = radii[part]
     if r.size and (r == r[0]).all():  # one ring: one radius
         y *= 1.0 / r[0]
@@ -76,20 +81,22 @@ class RawBlock:
             self.n += len(x)
 
     def raw(self):
-        """(points x, part index) of the whole block, as added."""
+        """(points x, part index) of the whole block, as added (the block's own arrays: read, never write)."""
         if not self._x:
             return np.zeros((0, self.dim)), np.zeros(0, dtype=np.int64)
-        x, p = np.concatenate(self._x), np.concatenate(self._p)
-        self._x, self._p = [x], [p]
-        return x, p
+        if len(self._x) > 1:  # joined once: a second call does not copy the n × d points again
+            self._x, self._p = [np.concatenate(self._x)], [np.concatenate(self._p)]
+        return self._x[0], self._p[0]
 
     def points(self):
         """(normalised points y, part index) of the whole block."""
         if not self._x:
             return np.zeros((0, self.dim)), np.zeros(0, dtype=np.int64)
-        x, p = np.concatenate(self._x), np.concatenate(self._p)
-        self._x, self._p = [x], [p]
-        return normalise(x, p, self.centers, self.radii), p
+        if len(self._p) > 1:
+            self._p = [np.concatenate(self._p)]
+        p = self._p[0]
+        # the additions normalised where they lie: the n × d points are not copied into one array first
+        return normalise(self._x if len(self._x) > 1 else self._x[0], p, self.centers, self.radii), p
 
     def partial(self):
         """What a Beam shard ships of the points it added: ``(x, part, n)`` (DP-Lloyd reads raw points).
@@ -163,22 +170,33 @@ class LeafSketch:
 
     def entries_of(self, x: np.ndarray, part: np.ndarray):
         """(keys, q) of points x with part indices ``part``: one entry per point, unaggregated."""
-        y = normalise(np.asarray(x, dtype=float), np.asarray(part, dtype=np.int64), self.centers, self.radii)
-        key = np.asarray(part, dtype=np.int64) << self.depth
-        if self.depth:
-            bits = (y @ self.V.T >= 0).astype(np.int64)
-            key = key | (bits << np.arange(self.depth - 1, -1, -1, dtype=np.int64)).sum(axis=1)
+        part = np.asarray(part, dtype=np.int64)
+        y = normalise(np.asarray(x, dtype=float), part, self.centers, self.radii)
+        key = self.keys_of(y, part)
         # y is ours (normalise made it): quantise in place
         q = quantise(y, self.grid, overwrite=True) if self.with_sums else np.zeros((len(y), 0), dtype=np.int64)
         return key, q
 
+    def keys_of(self, y: np.ndarray, part: np.ndarray) -> np.ndarray:
+        """The entry keys of normalised points y with part indices ``part``."""
+        key = np.asarray(part, dtype=np.int64) << self.depth
+        if self.depth:
+            bits = (y @ self.V.T >= 0).astype(np.int64)
+            key = key | (bits << np.arange(self.depth - 1, -1, -1, dtype=np.int64)).sum(axis=1)
+        return key
+
     def add(self, x: np.ndarray, part: np.ndarray) -> None:
-        if not len(x):
+        if len(x):
+            self.add_entries(*self.entries_of(x, part))
+
+    def add_entries(self, key: np.ndarray, q: np.ndarray) -> None:
+        """Add one entry per point, as :meth:`entries_of` gives them (a caller that already holds the
+        normalised points and their q computes the keys with :meth:`keys_of` instead of normalising again)."""
+        if not key.size:
             return
-        key, q = self.entries_of(x, part)
         self._pending.append(_aggregate(key, np.ones(key.size, dtype=np.int64), q))
         self._n_pending += self._pending[-1][0].size
-        self.n += len(x)
+        self.n += key.size
         self.compact()  # every add: the table never holds a key twice (the state bound counts on it)
 
     def compact(self):
@@ -315,11 +333,26 @@ def _aggregate(key: np.ndarray, count: np.ndarray, q: np.ndarray):
     return ks[starts], counts, np.asarray(M @ q, dtype=np.int64)
 
 
+_SPARSE_SUM_MIN = 1 << 15  # from this many integers, rows are summed by a sparse product (measured: 2-8× faster)
+
+
 def group_sum(index: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
-    """Σ of rows of ``values`` per group index (no per-point Python)."""
+    """Σ of rows of ``values`` per group index (no per-point Python). Integer rows are summed exactly
+    whichever way, so many of them go through one sparse (groups × rows) product, a single pass over
+    ``values`` without gathering them in group order; float rows keep the sort's summation order."""
     out = np.zeros((n_groups,) + values.shape[1:], dtype=values.dtype)
-    if index.size:
-        np.add.at(out, index, values) if values.ndim == 1 else _add_rows(out, index, values)
+    if not index.size:
+        return out
+    if values.ndim == 1:
+        np.add.at(out, index, values)
+    elif values.dtype.kind == "i" and values.size >= _SPARSE_SUM_MIN:
+        from scipy import sparse  # here, not at import: scipy.sparse alone doubles `import dpstream`
+
+        M = sparse.csr_matrix((np.ones(index.size, dtype=values.dtype), (index, np.arange(index.size))),
+                              shape=(n_groups, index.size))
+        out = np.asarray(M @ values, dtype=values.dtype)
+    else:
+        _add_rows(out, index, values)
     return out
 
 
