@@ -41,7 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import cells
-from .blocks import CellBlock, LeafSketch, RawBlock, clipped_means, group_sum, normalise, quantise
+from .blocks import (CellBlock, LeafSketch, RawBlock, clipped_means, group_sum, normalise, quantise,
+                     quantised_group_sum)
 from .noise import NoiseSource
 from .params import EngineConfig
 from .rings import partition_nearest
@@ -293,17 +294,14 @@ class TreeSemicoreset(Semicoreset):
         y, part = block.points()
         if isinstance(block.V, cells.Projected):
             loc = cells.project(y, block.V.P)  # the rows the cells are located with
-            q = quantise(y, self.grid, overwrite=True)  # the cells' sums below; y is not read again
             n_loc = loc.shape[1]
             sketch = LeafSketch(np.zeros((n_parts, n_loc)), np.ones(n_parts), block.V.V, n_loc, self.grid)
             sketch.add(loc, part)
         else:
             loc = y
-            q = self.quantise(y)  # the cells' sums below and the tree's (y labels the points: not in place)
             sketch = LeafSketch(block.centers, block.radii, block.V, d, self.grid)
-            # the entries sketch.add(x) would compute from the raw points, from the y and q at hand: the same
-            # normalisation of the same rows (one pass over n × d instead of three)
-            sketch.add_entries(sketch.keys_of(y, part), q)
+            # what sketch.add(raw points) holds, from the y at hand: the same normalisation of the same rows
+            sketch.add_normalised(y, part)
         leaves = self._leaves(sketch, key)
         k_loc = k * self.cfg.cells_overseed  # over-seeded: r·k centers until the reduction below
         C = cells.centers_from_leaves(leaves.points, leaves.weights, leaves.part, n_parts, k_loc, self.cfg.objective,
@@ -320,7 +318,7 @@ class TreeSemicoreset(Semicoreset):
         owner = np.repeat(np.arange(n_parts), k)  # a public shape: one draw per purpose, in part order
         noisy = self.noisy_counts(key + ("cells", "count"), np.bincount(cell, minlength=n_cells), owner,
                                   scale=self.plan.a_cell_count_scale, per_part=False)
-        sums = self.noisy_sums(key + ("cells", "sum"), group_sum(cell, q, n_cells), owner,
+        sums = self.noisy_sums(key + ("cells", "sum"), quantised_group_sum(cell, y, self.grid, n_cells), owner,
                                scale=self.plan.a_cell_sum_scale, per_part=False)
         means = clipped_means(sums, noisy)
         w = np.where(noisy >= self.cell_tail(n_cells, key), noisy, 0)
