@@ -213,26 +213,20 @@ class LeafSketch:
 
     def add_entries(self, key: np.ndarray, q: np.ndarray) -> None:
         """Add one entry per point, as :meth:`entries_of` gives them."""
-        if key.size:
-            self._add_batch(_aggregate(key, np.ones(key.size, dtype=np.int64), q), key.size)
-
-    def add_normalised(self, y: np.ndarray, part: np.ndarray) -> None:
-        """:meth:`add` of the points whose normalised rows are y (this sketch's centers and radii): the same
-        entries, from a caller that holds y already, without its q held whole (:func:`quantised_group_sum`)."""
-        if not len(y):
+        if not key.size:
             return
-        key = self.keys_of(y, part)
-        uniq, inv = np.unique(key, return_inverse=True)
-        counts = np.bincount(inv, minlength=uniq.size).astype(np.int64)
-        sums = quantised_group_sum(inv, y, self.grid, uniq.size) if self.with_sums \
-            else np.zeros((uniq.size, 0), dtype=np.int64)
-        self._add_batch((uniq, counts, sums), key.size)
-
-    def _add_batch(self, batch, n_points: int) -> None:
-        self._pending.append(batch)
-        self._n_pending += batch[0].size
-        self.n += n_points
+        self._pending.append(_aggregate(key, np.ones(key.size, dtype=np.int64), q))
+        self._n_pending += self._pending[-1][0].size
+        self.n += key.size
         self.compact()  # every add: the table never holds a key twice (the state bound counts on it)
+
+    def leaf_sums(self, leaves) -> np.ndarray:
+        """(leaves, d) exact sums of q per leaf, the leaves given per level as ``[(level, sorted node keys)]``
+        (a point lies under at most one leaf: the tree's leaves are disjoint), in that order."""
+        keys, _, sums = self.compact()
+        at, n = leaf_of(keys, self.depth, leaves)
+        hit = at < n
+        return group_sum(at[hit], sums[hit], n)
 
     def compact(self):
         """Fold pending entries into the sorted table; returns (keys, counts, sums)."""
@@ -320,6 +314,39 @@ class LeafSketch:
         """Entries (key, count, sums) plus the block's directions and part radii."""
         width = 2 + (self.dim if self.with_sums else 0)
         return (self.keys.size + self._n_pending) * width + self.V.size + self.radii.size
+
+
+class PointSketch(LeafSketch):
+    """A :class:`LeafSketch` of points already normalised (rows y with ‖y‖ ≤ 1 and their parts), built at
+    release from the points themselves: the same counts table, and the same :meth:`leaf_sums`, summed from
+    the points' q under each leaf instead of from a table of the sums of every (part, leaf code) — once
+    the tree is known, the few leaves' sums cost one pass over y (:func:`quantised_group_sum`), where the
+    table needs a sum per distinct code. The cells in full d read their tree this way (:mod:`dpstream.cells`)."""
+
+    def __init__(self, centers, radii, directions, dim: int, grid: float, y: np.ndarray, part: np.ndarray):
+        super().__init__(centers, radii, directions, dim, grid, with_sums=False)
+        self.y = y
+        self.point_keys = self.keys_of(y, part)
+        self.add_entries(self.point_keys, np.zeros((len(y), 0), dtype=np.int64))
+
+    def leaf_sums(self, leaves) -> np.ndarray:
+        at, n = leaf_of(self.point_keys, self.depth, leaves)
+        return quantised_group_sum(at, self.y, self.grid, n + 1)[:n]  # group n: points under no leaf
+
+
+def leaf_of(keys: np.ndarray, depth: int, leaves):
+    """(index of the leaf over each entry key, or n; n), the leaves given per level as ``[(level, sorted node
+    keys)]`` and numbered in that order: the node of level l over an entry is ``key >> (depth − l)``."""
+    n = sum(lk.size for _, lk in leaves)
+    at = np.full(keys.size, n, dtype=np.int64)
+    off = 0
+    for lv, lk in leaves:  # a loop over levels, not points
+        pref = keys >> (depth - lv)
+        pos = np.minimum(np.searchsorted(lk, pref), lk.size - 1)
+        hit = lk[pos] == pref
+        at[hit] = off + pos[hit]
+        off += lk.size
+    return at, n
 
 
 def _placed(table: np.ndarray, rows: np.ndarray, at: np.ndarray, old: np.ndarray) -> np.ndarray:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpstream.blocks import LeafSketch, RawBlock, normalise
+from dpstream.blocks import LeafSketch, PointSketch, RawBlock, normalise
 from dpstream.noise import NoiseSource
 from dpstream.params import EngineConfig
 from dpstream.privacy import PrivacyPlan
@@ -156,10 +156,11 @@ def test_group_sums_and_quantised_group_sums_are_the_exact_sums_on_every_path(n,
             assert got.dtype == np.int64 and np.array_equal(got, want)
 
 
-def test_a_sketch_of_normalised_points_and_points_normalised_in_pieces_are_those_of_the_raw_points():
+def test_points_normalised_in_pieces_and_a_point_sketch_are_those_of_the_raw_points():
     """The cells' release reads a block's points normalised once: a raw block's points, added in pieces
-    with several radii, are the normalisation of all its points at once, bit for bit; and a sketch fed
-    those normalised rows (add_normalised) holds the table of one fed the raw points (add)."""
+    with several radii, are the normalisation of all its points at once, bit for bit; a PointSketch of
+    those rows holds the counts table of a LeafSketch fed the raw points, gives the same sums under any
+    set of disjoint leaves, and the tree released from either is the same, bit for bit."""
     rng = np.random.default_rng(11)
     P, dim = 6, 40
     centers, part, x = _data(rng, 3000, P, dim)
@@ -171,10 +172,22 @@ def test_a_sketch_of_normalised_points_and_points_normalised_in_pieces_are_those
     assert np.array_equal(p, part)
     assert np.array_equal(y.view(np.uint64), normalise(x, part, centers, radii).view(np.uint64))
     assert np.array_equal(raw.raw()[0], x) and raw.raw()[0] is raw.raw()[0]  # joined once
+    cfg, A = _setup("tree", dim=dim, tree_depth=6)
     V = rng.normal(size=(6, dim))
-    ref, got = LeafSketch(centers, radii, V, dim, 2.0 ** 20), LeafSketch(centers, radii, V, dim, 2.0 ** 20)
+    ref, got = LeafSketch(centers, radii, V, dim, A.grid), PointSketch(centers, radii, V, dim, A.grid, y, part)
     ref.add(x, part)
-    got.add_normalised(y, part)
-    for a, b in zip(ref.compact(), got.compact()):
+    for a, b in zip(ref.compact()[:2], got.compact()[:2]):
         assert a.dtype == b.dtype and np.array_equal(a, b)
     assert got.n == ref.n == len(x)
+    keys = ref.compact()[0]
+    # disjoint leaves: part 2 whole, every other level-3 node of parts 0, 1, 4, 5, part 3's level-6 nodes
+    mid = np.unique(keys >> 3)
+    leaves = [(0, np.array([2])), (3, mid[~np.isin(mid >> 3, [2, 3])][::2]), (6, keys[(keys >> 6) == 3])]
+    want = ref.leaf_sums(leaves)
+    assert want.shape == (sum(lk.size for _, lk in leaves), dim) and want.any()
+    assert np.array_equal(got.leaf_sums(leaves), want)
+    a, b = A._leaves(ref, ("A", 0, 0, 0)), A._leaves(got, ("A", 0, 0, 0))
+    assert len(a) > P
+    for f in ("points", "weights", "part"):
+        assert np.array_equal(getattr(a, f), getattr(b, f)) and getattr(a, f).dtype == getattr(b, f).dtype
+        assert getattr(a, f).tobytes() == getattr(b, f).tobytes()
