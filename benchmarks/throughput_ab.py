@@ -12,7 +12,9 @@ BLAS thread, so the plan's one-off set-up (imports, noise calibration) of the fi
 checkout's ``dpbench`` drives both. Rounds alternate the sides (base first in odd rounds, this checkout first
 in even ones) so a change in the machine's load reaches both; the table gives medians of CPU throughput
 and the median of the per-round ratios, and the digest of each side's final centers (equal digests: the
-same release)."""
+same release). Advanced engine options go to both sides as ``name=value`` (JSON values), e.g. the cells:
+
+    .venv/bin/python benchmarks/throughput_ab.py --base /tmp/base --datasets emb784 tree_cells=0.8 tree_depth=9"""
 from __future__ import annotations
 
 import argparse
@@ -37,17 +39,17 @@ import dpstream
 from dpbench import datasets
 from dpbench.peers import REGISTRY
 ds = datasets.load({name!r})
-out = REGISTRY["dpstream"].run(ds, 1.0, 0, [])
+out = REGISTRY["dpstream"].run(ds, 1.0, 0, [], json.loads({params!r}))
 print(json.dumps(dict(cpu=out["cpu_time"], wall=out["fit_time"], n=ds.n, d=ds.d, dpstream=dpstream.__file__,
                       digest=hashlib.sha256(np.ascontiguousarray(out["centers"]).tobytes()).hexdigest()[:16])))
 """
 
 
-def measure(code_root: str, name: str, python: str) -> dict:
+def measure(code_root: str, name: str, python: str, params: dict = None) -> dict:
     env = dict(os.environ, PYTHONPATH=code_root, PYTHONWARNINGS="ignore")
     # cwd: ``python -c`` puts the working directory first on sys.path, ahead of PYTHONPATH
-    res = subprocess.run([python, "-c", CHILD.format(bench=HERE, name=name)], env=env, cwd=code_root,
-                         capture_output=True, text=True, check=True)
+    code = CHILD.format(bench=HERE, name=name, params=json.dumps(params or {}))
+    res = subprocess.run([python, "-c", code], env=env, cwd=code_root, capture_output=True, text=True, check=True)
     rec = json.loads(res.stdout.strip().splitlines()[-1])
     if not rec["dpstream"].startswith(os.path.abspath(code_root)):
         raise RuntimeError(f"{code_root}: imported dpstream from {rec['dpstream']}")
@@ -63,7 +65,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--out", help="write the table here as well (Markdown)")
-    a = ap.parse_args(argv)
+    ap.add_argument("params", nargs="*", help="advanced engine options for both sides, name=JSON value")
+    a = ap.parse_intermixed_args(argv)
+    params = {k: json.loads(v) for k, v in (p.split("=", 1) for p in a.params)}
     names = [s for s in a.datasets.split(",") if s]
     sides = {"base": os.path.abspath(a.base), "head": os.path.abspath(a.head)}
     recs = {(n, s): [] for n in names for s in sides}
@@ -71,12 +75,13 @@ def main(argv=None) -> int:
     for r in range(a.rounds):
         for n in names:
             for s in (("base", "head") if r % 2 == 0 else ("head", "base")):
-                rec = measure(sides[s], n, a.python)
+                rec = measure(sides[s], n, a.python, params)
                 recs[n, s].append(rec)
                 print(f"round {r + 1} {n:10s} {s}: {rec['rate']:,.0f} pts/s CPU ({rec['cpu']:.3f} s, "
                       f"load {os.getloadavg()[0]:.2f}) centers {rec['digest']}", flush=True)
     lines = [f"Measured {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} by `benchmarks/throughput_ab.py "
-             f"--rounds {a.rounds}` ({os.cpu_count()} CPUs, load average {load0:.2f} at the start, "
+             f"--rounds {a.rounds}{''.join(' ' + p for p in a.params)}` ({os.cpu_count()} CPUs, "
+             f"load average {load0:.2f} at the start, "
              f"{os.getloadavg()[0]:.2f} at the end); base = `{sides['base']}`, head = `{sides['head']}`.", "",
              "| data | base pts/s CPU (median) | head pts/s CPU (median) | head / base (median of rounds) | "
              "per-round ratios | target | head | same centers |", "|---|---|---|---|---|---|---|---|"]

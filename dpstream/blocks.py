@@ -26,10 +26,15 @@ from typing import List
 import numpy as np
 
 
-def normalise(x: np.ndarray, part: np.ndarray, centers: np.ndarray, radii: np.ndarray) -> np.ndarray:
-    """y = (x − c_p)/r_p, clipped to the unit ball (float rounding at dist ≈ r_p: P10)."""
+def normalise(x, part: np.ndarray, centers: np.ndarray, radii: np.ndarray) -> np.ndarray:
+    """y = (x − c_p)/r_p, clipped to the unit ball (float rounding at dist ≈ r_p: P10). ``x``: the rows, or
+    a list of arrays whose rows in order are the rows (a block's additions, not joined first)."""
     y = np.take(centers, part, axis=0)
-    np.subtract(x, y, out=y)  # x − c_p into the gathered centers: one n×d array, not two
+    a = 0
+    for xc in (x if isinstance(x, list) else [x]):  # a loop over additions, not points
+        # x − c_p into the gathered centers: one n×d array, not two (element-wise: the same numbers in slices)
+        np.subtract(xc, y[a:a + len(xc)], out=y[a:a + len(xc)])
+        a += len(xc)
     r = radii[part]
     if r.size and (r == r[0]).all():  # one ring: one radius
         y *= 1.0 / r[0]
@@ -48,10 +53,33 @@ def clip_to_unit_ball(y: np.ndarray) -> np.ndarray:
     return y
 
 
-def quantise(y: np.ndarray, grid: float, overwrite: bool = False) -> np.ndarray:
-    # the cast truncates toward zero, which keeps |q_j| ≤ |y_j|·grid: the ℓ1/ℓ2 bounds of y carry over
-    scaled = np.multiply(y, grid, out=y if overwrite else None)
-    return scaled.astype(np.int64)
+def quantise(y: np.ndarray, grid: float) -> np.ndarray:
+    # the cast truncates toward zero, which keeps |q_j| ≤ |y_j|·grid: the ℓ1/ℓ2 bounds of y carry over. One
+    # pass: the product is cast as the ufunc writes it (the cast of ``astype``, without the n × d float array)
+    return np.multiply(y, grid, out=np.empty(np.shape(y), dtype=np.int64), casting="unsafe")
+
+
+_QUANTISE_FLOATS = 1 << 21  # integers per row block of quantised_group_sum (one reused buffer, 16 MB)
+
+
+def quantised_group_sum(index: np.ndarray, y: np.ndarray, grid: float, n_groups: int) -> np.ndarray:
+    """``group_sum(index, quantise(y, grid), n_groups)``, in blocks of rows: the n × d integers are never
+    held at once (one buffer, reused), and integer sums are exact in any grouping, so the result is the same
+    array. Measured 2.4× faster than quantising the whole of y at d = 784 (with many groups, each block sums
+    into the groups it holds only: 0.08 s against 0.15 s for 10⁴ groups of 2·10⁴ rows)."""
+    d = y.shape[1]
+    out = np.zeros((n_groups, d), dtype=np.int64)
+    rows = max(1, _QUANTISE_FLOATS // max(d, 1))
+    buf = np.empty((min(rows, len(y)), d), dtype=np.int64)
+    for a in range(0, len(y), rows):  # a loop over row blocks, not points
+        b = min(a + rows, len(y))
+        q = np.multiply(y[a:b], grid, out=buf[:b - a], casting="unsafe")  # quantise's cast, into the buffer
+        if 2 * n_groups > rows:
+            held, local = np.unique(index[a:b], return_inverse=True)
+            out[held] += group_sum(local, q, held.size)
+        else:
+            out += group_sum(index[a:b], q, n_groups)
+    return out
 
 
 class RawBlock:
@@ -76,20 +104,22 @@ class RawBlock:
             self.n += len(x)
 
     def raw(self):
-        """(points x, part index) of the whole block, as added."""
+        """(points x, part index) of the whole block, as added (the block's own arrays: read, never write)."""
         if not self._x:
             return np.zeros((0, self.dim)), np.zeros(0, dtype=np.int64)
-        x, p = np.concatenate(self._x), np.concatenate(self._p)
-        self._x, self._p = [x], [p]
-        return x, p
+        if len(self._x) > 1:  # joined once: a second call does not copy the n × d points again
+            self._x, self._p = [np.concatenate(self._x)], [np.concatenate(self._p)]
+        return self._x[0], self._p[0]
 
     def points(self):
         """(normalised points y, part index) of the whole block."""
         if not self._x:
             return np.zeros((0, self.dim)), np.zeros(0, dtype=np.int64)
-        x, p = np.concatenate(self._x), np.concatenate(self._p)
-        self._x, self._p = [x], [p]
-        return normalise(x, p, self.centers, self.radii), p
+        if len(self._p) > 1:
+            self._p = [np.concatenate(self._p)]
+        p = self._p[0]
+        # the additions normalised where they lie: the n × d points are not copied into one array first
+        return normalise(self._x if len(self._x) > 1 else self._x[0], p, self.centers, self.radii), p
 
     def partial(self):
         """What a Beam shard ships of the points it added: ``(x, part, n)`` (DP-Lloyd reads raw points).
@@ -163,23 +193,40 @@ class LeafSketch:
 
     def entries_of(self, x: np.ndarray, part: np.ndarray):
         """(keys, q) of points x with part indices ``part``: one entry per point, unaggregated."""
-        y = normalise(np.asarray(x, dtype=float), np.asarray(part, dtype=np.int64), self.centers, self.radii)
+        part = np.asarray(part, dtype=np.int64)
+        y = normalise(np.asarray(x, dtype=float), part, self.centers, self.radii)
+        key = self.keys_of(y, part)
+        q = quantise(y, self.grid) if self.with_sums else np.zeros((len(y), 0), dtype=np.int64)
+        return key, q
+
+    def keys_of(self, y: np.ndarray, part: np.ndarray) -> np.ndarray:
+        """The entry keys of normalised points y with part indices ``part``."""
         key = np.asarray(part, dtype=np.int64) << self.depth
         if self.depth:
             bits = (y @ self.V.T >= 0).astype(np.int64)
             key = key | (bits << np.arange(self.depth - 1, -1, -1, dtype=np.int64)).sum(axis=1)
-        # y is ours (normalise made it): quantise in place
-        q = quantise(y, self.grid, overwrite=True) if self.with_sums else np.zeros((len(y), 0), dtype=np.int64)
-        return key, q
+        return key
 
     def add(self, x: np.ndarray, part: np.ndarray) -> None:
-        if not len(x):
+        if len(x):
+            self.add_entries(*self.entries_of(x, part))
+
+    def add_entries(self, key: np.ndarray, q: np.ndarray) -> None:
+        """Add one entry per point, as :meth:`entries_of` gives them."""
+        if not key.size:
             return
-        key, q = self.entries_of(x, part)
         self._pending.append(_aggregate(key, np.ones(key.size, dtype=np.int64), q))
         self._n_pending += self._pending[-1][0].size
-        self.n += len(x)
+        self.n += key.size
         self.compact()  # every add: the table never holds a key twice (the state bound counts on it)
+
+    def leaf_sums(self, leaves) -> np.ndarray:
+        """(leaves, d) exact sums of q per leaf, the leaves given per level as ``[(level, sorted node keys)]``
+        (a point lies under at most one leaf: the tree's leaves are disjoint), in that order."""
+        keys, _, sums = self.compact()
+        at, n = leaf_of(keys, self.depth, leaves)
+        hit = at < n
+        return group_sum(at[hit], sums[hit], n)
 
     def compact(self):
         """Fold pending entries into the sorted table; returns (keys, counts, sums)."""
@@ -269,6 +316,39 @@ class LeafSketch:
         return (self.keys.size + self._n_pending) * width + self.V.size + self.radii.size
 
 
+class PointSketch(LeafSketch):
+    """A :class:`LeafSketch` of points already normalised (rows y with ‖y‖ ≤ 1 and their parts), built at
+    release from the points themselves: the same counts table, and the same :meth:`leaf_sums`, summed from
+    the points' q under each leaf instead of from a table of the sums of every (part, leaf code) — once
+    the tree is known, the few leaves' sums cost one pass over y (:func:`quantised_group_sum`), where the
+    table needs a sum per distinct code. The cells in full d read their tree this way (:mod:`dpstream.cells`)."""
+
+    def __init__(self, centers, radii, directions, dim: int, grid: float, y: np.ndarray, part: np.ndarray):
+        super().__init__(centers, radii, directions, dim, grid, with_sums=False)
+        self.y = y
+        self.point_keys = self.keys_of(y, part)
+        self.add_entries(self.point_keys, np.zeros((len(y), 0), dtype=np.int64))
+
+    def leaf_sums(self, leaves) -> np.ndarray:
+        at, n = leaf_of(self.point_keys, self.depth, leaves)
+        return quantised_group_sum(at, self.y, self.grid, n + 1)[:n]  # group n: points under no leaf
+
+
+def leaf_of(keys: np.ndarray, depth: int, leaves):
+    """(index of the leaf over each entry key, or n; n), the leaves given per level as ``[(level, sorted node
+    keys)]`` and numbered in that order: the node of level l over an entry is ``key >> (depth − l)``."""
+    n = sum(lk.size for _, lk in leaves)
+    at = np.full(keys.size, n, dtype=np.int64)
+    off = 0
+    for lv, lk in leaves:  # a loop over levels, not points
+        pref = keys >> (depth - lv)
+        pos = np.minimum(np.searchsorted(lk, pref), lk.size - 1)
+        hit = lk[pos] == pref
+        at[hit] = off + pos[hit]
+        off += lk.size
+    return at, n
+
+
 def _placed(table: np.ndarray, rows: np.ndarray, at: np.ndarray, old: np.ndarray) -> np.ndarray:
     """``table`` with ``rows`` inserted so that they sit at ``at`` (``old`` marks the table's rows)."""
     out = np.empty((old.size,) + table.shape[1:], dtype=table.dtype)
@@ -315,11 +395,26 @@ def _aggregate(key: np.ndarray, count: np.ndarray, q: np.ndarray):
     return ks[starts], counts, np.asarray(M @ q, dtype=np.int64)
 
 
+_SPARSE_SUM_MIN = 1 << 15  # from this many integers, rows are summed by a sparse product (measured: 2-8× faster)
+
+
 def group_sum(index: np.ndarray, values: np.ndarray, n_groups: int) -> np.ndarray:
-    """Σ of rows of ``values`` per group index (no per-point Python)."""
+    """Σ of rows of ``values`` per group index (no per-point Python). Integer rows are summed exactly
+    whichever way, so many of them go through one sparse (groups × rows) product, a single pass over
+    ``values`` without gathering them in group order; float rows keep the sort's summation order."""
     out = np.zeros((n_groups,) + values.shape[1:], dtype=values.dtype)
-    if index.size:
-        np.add.at(out, index, values) if values.ndim == 1 else _add_rows(out, index, values)
+    if not index.size:
+        return out
+    if values.ndim == 1:
+        np.add.at(out, index, values)
+    elif values.dtype.kind == "i" and values.size >= _SPARSE_SUM_MIN:
+        from scipy import sparse  # here, not at import: scipy.sparse alone doubles `import dpstream`
+
+        M = sparse.csr_matrix((np.ones(index.size, dtype=values.dtype), (index, np.arange(index.size))),
+                              shape=(n_groups, index.size))
+        out = np.asarray(M @ values, dtype=values.dtype)
+    else:
+        _add_rows(out, index, values)
     return out
 
 

@@ -52,7 +52,7 @@ import numpy as np
 
 from .blocks import clip_to_unit_ball, clipped_means, group_sum
 from .offline import cluster_coreset
-from .rings import partition_nearest
+from .rings import nearest_index
 
 # θ of the block-size rule with cells: a cell's noisy count that keeps its d-dimensional mean's noise at a
 # third of the ball's radius (the tree's default keep factor: tree_keep_factor tunes the tree, which only
@@ -82,12 +82,14 @@ def label(y: np.ndarray, part: np.ndarray, C: np.ndarray) -> np.ndarray:
     lab = np.zeros(len(y), dtype=np.int64)
     if C.shape[1] == 1:  # one cell per part: where its center is does not matter
         return lab
+    if part.size and (part == part[0]).all():  # one part: its rows in their own order, not gathered
+        return nearest_index(np.ascontiguousarray(y), C[part[0]])
     order = np.argsort(part, kind="stable")
     sp = part[order]
     starts = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]]) if sp.size else np.zeros(0, dtype=np.int64)
     for a, b in zip(starts, np.r_[starts[1:], sp.size]):  # a loop over non-empty parts, not points
         idx = order[a:b]
-        lab[idx] = partition_nearest(y[idx], C[sp[a]])[0]
+        lab[idx] = nearest_index(y[idx], C[sp[a]])
     return lab
 
 

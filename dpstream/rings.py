@@ -55,9 +55,19 @@ def partition_nearest(x: np.ndarray, centers: np.ndarray):
     per-row sum, which no other row enters), and a row whose two best proposals lie within the product's
     rounding of each other has every center's distance recomputed that way. Ties go to the lowest index, and
     duplicated centers are one center (the lowest index of its copies)."""
+    return _partition_nearest(x, centers, with_dist=True)
+
+
+def nearest_index(x: np.ndarray, centers: np.ndarray) -> np.ndarray:
+    """:func:`partition_nearest`'s index alone: the same proposals and row-local checks on the same row
+    blocks, without the pass over the rows' differences that only its distance needs."""
+    return _partition_nearest(x, centers, with_dist=False)[0]
+
+
+def _partition_nearest(x: np.ndarray, centers: np.ndarray, with_dist: bool):
     n = x.shape[0]
     idx = np.empty(n, dtype=np.int64)
-    dist = np.empty(n, dtype=float)
+    dist = np.empty(n, dtype=float) if with_dist else None
     if n == 0:
         return idx, dist
     centers = np.asarray(centers, dtype=float)
@@ -67,11 +77,13 @@ def partition_nearest(x: np.ndarray, centers: np.ndarray):
     c2 = np.einsum("ij,ij->i", uniq, uniq)
     step = max(1, _CHUNK // max(1, k))
     rows = max(1, _DIFF_FLOATS // max(1, x.shape[1]))
-    buf = np.empty((min(rows, n), x.shape[1]))  # one small buffer for the differences: no fresh pages per call
+    buf = np.empty((min(rows, n), x.shape[1])) if with_dist else None  # one small buffer: no fresh pages per call
     for s in range(0, n, step):
         xb = np.asarray(x[s:s + step], dtype=float)
         j = _exact_candidates(xb, uniq, c2)
         idx[s:s + step] = first[j]
+        if not with_dist:
+            continue
         for a in range(0, len(xb), rows):  # blocks of rows; each row's sum is its own
             m = min(rows, len(xb) - a)
             diff = buf[:m]

@@ -43,7 +43,8 @@ from typing import Optional
 import numpy as np
 
 from . import cells
-from .blocks import CellBlock, LeafSketch, RawBlock, clipped_means, group_sum, normalise, quantise
+from .blocks import (CellBlock, LeafSketch, PointSketch, RawBlock, clipped_means, group_sum, normalise,
+                     quantise, quantised_group_sum)
 from .noise import NoiseSource
 from .params import EngineConfig
 from .rings import partition_nearest
@@ -368,8 +369,9 @@ class TreeSemicoreset(Semicoreset):
             sketch.add(loc, part)
         else:
             loc = y
-            sketch = LeafSketch(block.centers, block.radii, block.V, d, self.grid)
-            sketch.add(block.raw()[0], part)
+            # the tree of LeafSketch.add(raw points), from the y at hand (the same normalisation of the same
+            # rows): its counts table, and its leaves' sums from the points once the leaves are known
+            sketch = PointSketch(block.centers, block.radii, block.V, d, self.grid, y, part)
         leaves = self._leaves(sketch, key)
         k_loc = k * self.cfg.cells_overseed  # over-seeded: r·k centers until the reduction below
         C = cells.centers_from_leaves(leaves.points, leaves.weights, leaves.part, n_parts, k_loc, self.cfg.objective,
@@ -386,7 +388,7 @@ class TreeSemicoreset(Semicoreset):
         owner = np.repeat(np.arange(n_parts), k)  # a public shape: one draw per purpose, in part order
         noisy = self.noisy_counts(key + ("cells", "count"), np.bincount(cell, minlength=n_cells), owner,
                                   scale=self.plan.a_cell_count_scale, per_part=False)
-        sums = self.noisy_sums(key + ("cells", "sum"), group_sum(cell, self.quantise(y), n_cells), owner,
+        sums = self.noisy_sums(key + ("cells", "sum"), quantised_group_sum(cell, y, self.grid, n_cells), owner,
                                scale=self.plan.a_cell_sum_scale, per_part=False)
         means = clipped_means(sums, noisy)
         w = np.where(noisy >= self.cell_tail(n_cells, key), noisy, 0)
@@ -394,7 +396,7 @@ class TreeSemicoreset(Semicoreset):
 
     def _leaves(self, block, key):
         D, d = block.depth, block.dim  # d: the sketch's, p when the cells locate in a projection
-        keys, ecount, esum = block.compact()
+        keys, ecount, _ = block.compact()
         n_parts = block.n_parts
         theta_root, theta_k, theta_b = self.thresholds(n_parts, key, None if d == self.cfg.dim else d)
         node_key = np.arange(n_parts, dtype=np.int64)  # key at level l: part·2^l + path code
@@ -423,30 +425,21 @@ class TreeSemicoreset(Semicoreset):
         for lv in range(len(levels) - 1, 0, -1):
             _, _, kept, par = levels[lv]
             np.logical_or.at(has_kept_child[lv - 1], par[kept], True)
-        leaf_key, leaf_w, leaf_part, leaf_sum = [], [], [], []
+        leaf_key, leaf_w, leaf_part = [], [], []
         for lv, (nk, noisy, kept, _) in enumerate(levels):
             li = np.flatnonzero(kept & ~has_kept_child[lv])
             if li.size == 0:
                 continue
-            sums = np.zeros((li.size, d), dtype=np.int64)
-            if keys.size:
-                pref = keys >> (D - lv)
-                lk = nk[li]
-                pos = np.minimum(np.searchsorted(lk, pref), lk.size - 1)
-                hit = lk[pos] == pref
-                if hit.any():
-                    sums = group_sum(pos[hit], esum[hit], li.size)
-            leaf_key.append(nk[li])
+            leaf_key.append((lv, nk[li]))
             leaf_w.append(noisy[li])
             leaf_part.append(nk[li] >> lv)
-            leaf_sum.append(sums)
         if not leaf_w:
             return WeightedSet.empty(d)
         w = np.concatenate(leaf_w)
         parts = np.concatenate(leaf_part)
         order = np.argsort(parts, kind="stable")  # group each part's leaves for its own sum key
         w, parts = w[order], parts[order]
-        sums_q = np.concatenate(leaf_sum)[order]
+        sums_q = block.leaf_sums(leaf_key)[order]  # exact integer sums: the table's or the points' alike
         means = clipped_means(self.noisy_sums(key + ("sum",), sums_q, parts), w)
         return WeightedSet(means, w, parts)
 

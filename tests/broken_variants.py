@@ -99,8 +99,11 @@ class _DataDirectedBlock:
         V = vecs[:, ::-1][:, :self.depth].T
         sketch = blocks_mod.LeafSketch(self.centers, self.radii, V, self.dim, self.grid)
         sketch.add(x, part)
-        self.V = sketch.V
+        self.V, self._sketch = sketch.V, sketch
         return sketch.compact()
+
+    def leaf_sums(self, leaves):  # the sketch's (compact, which the tree reads first, built it)
+        return self._sketch.leaf_sums(leaves)
 
 
 def tree_directions_from_data(monkeypatch):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpstream.blocks import LeafSketch, RawBlock
+from dpstream.blocks import LeafSketch, PointSketch, RawBlock, normalise
 from dpstream.noise import NoiseSource
 from dpstream.params import EngineConfig
 from dpstream.privacy import PrivacyPlan
@@ -129,3 +129,65 @@ def test_aggregate_sort_and_sparse_paths_agree_exactly(n, distinct, width, monke
         assert np.array_equal(sums[i], q[key == uniq[i]].sum(axis=0)) and counts[i] == count[key == uniq[i]].sum()
     assert (np.diff(uniq) > 0).all() and counts.sum() == count.sum() and sums.shape == (uniq.size, width)
     assert np.array_equal(sums.sum(axis=0), q.sum(axis=0))
+
+
+@pytest.mark.parametrize("n, groups, width", [(0, 4, 5), (1, 1, 3), (300, 7, 40), (700, 500, 64), (2000, 30, 784)])
+def test_group_sums_and_quantised_group_sums_are_the_exact_sums_on_every_path(n, groups, width, monkeypatch):
+    """group_sum sums integer rows by a sparse product from _SPARSE_SUM_MIN values on, and
+    quantised_group_sum quantises and sums in blocks of rows, each block into every group or into the
+    groups it holds: every path gives the int64 per-group sums of quantise(y), bit for bit."""
+    import dpstream.blocks as blocks
+    rng = np.random.default_rng(n + groups)
+    index = rng.integers(0, groups, n)
+    y = rng.uniform(-1, 1, (n, width))
+    y[:min(n, 3), 0] = [-0.0, 1.0, -1.0][:min(n, 3)]
+    grid = 2.0 ** 40  # the widest grid: the largest integers
+    q = blocks.quantise(y, grid)
+    assert q.dtype == np.int64 and np.array_equal(q, (y * grid).astype(np.int64))  # the cast of astype
+    want = np.zeros((groups, width), dtype=np.int64)
+    np.add.at(want, index, q)
+    for sparse_min in (0, 10**9):
+        monkeypatch.setattr(blocks, "_SPARSE_SUM_MIN", sparse_min)
+        got = blocks.group_sum(index, q, groups)
+        assert got.dtype == np.int64 and np.array_equal(got, want)
+        for floats in (width, 37 * width, 1 << 21):  # blocks of 1 row (into the groups held), 37, all rows
+            monkeypatch.setattr(blocks, "_QUANTISE_FLOATS", floats)
+            got = blocks.quantised_group_sum(index, y, grid, groups)
+            assert got.dtype == np.int64 and np.array_equal(got, want)
+
+
+def test_points_normalised_in_pieces_and_a_point_sketch_are_those_of_the_raw_points():
+    """The cells' release reads a block's points normalised once: a raw block's points, added in pieces
+    with several radii, are the normalisation of all its points at once, bit for bit; a PointSketch of
+    those rows holds the counts table of a LeafSketch fed the raw points, gives the same sums under any
+    set of disjoint leaves, and the tree released from either is the same, bit for bit."""
+    rng = np.random.default_rng(11)
+    P, dim = 6, 40
+    centers, part, x = _data(rng, 3000, P, dim)
+    radii = rng.uniform(0.5, 3.0, P)
+    raw = RawBlock(centers, radii, dim)
+    for a, b in ((0, 1), (1, 900), (900, 901), (901, 3000)):
+        raw.add(x[a:b], part[a:b])
+    y, p = raw.points()
+    assert np.array_equal(p, part)
+    assert np.array_equal(y.view(np.uint64), normalise(x, part, centers, radii).view(np.uint64))
+    assert np.array_equal(raw.raw()[0], x) and raw.raw()[0] is raw.raw()[0]  # joined once
+    cfg, A = _setup("tree", dim=dim, tree_depth=6)
+    V = rng.normal(size=(6, dim))
+    ref, got = LeafSketch(centers, radii, V, dim, A.grid), PointSketch(centers, radii, V, dim, A.grid, y, part)
+    ref.add(x, part)
+    for a, b in zip(ref.compact()[:2], got.compact()[:2]):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+    assert got.n == ref.n == len(x)
+    keys = ref.compact()[0]
+    # disjoint leaves: part 2 whole, every other level-3 node of parts 0, 1, 4, 5, part 3's level-6 nodes
+    mid = np.unique(keys >> 3)
+    leaves = [(0, np.array([2])), (3, mid[~np.isin(mid >> 3, [2, 3])][::2]), (6, keys[(keys >> 6) == 3])]
+    want = ref.leaf_sums(leaves)
+    assert want.shape == (sum(lk.size for _, lk in leaves), dim) and want.any()
+    assert np.array_equal(got.leaf_sums(leaves), want)
+    a, b = A._leaves(ref, ("A", 0, 0, 0)), A._leaves(got, ("A", 0, 0, 0))
+    assert len(a) > P
+    for f in ("points", "weights", "part"):
+        assert np.array_equal(getattr(a, f), getattr(b, f)) and getattr(a, f).dtype == getattr(b, f).dtype
+        assert getattr(a, f).tobytes() == getattr(b, f).tobytes()

@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpstream.rings import assign_parts, first_distinct_rows, partition_nearest
+from dpstream.cells import label
+from dpstream.rings import assign_parts, first_distinct_rows, nearest_index, partition_nearest
 
 
 def _alone(x, C):
@@ -93,3 +94,24 @@ def test_first_distinct_rows_are_uniques_first_occurrences(n, d):
     want = np.sort(np.unique(a, axis=0, return_index=True)[1])
     got = first_distinct_rows(a)
     assert want.size < n and np.array_equal(got, want)
+
+
+@pytest.mark.parametrize("d, k", [(2, 4), (32, 10), (784, 10)])
+def test_nearest_index_and_the_cells_labels_are_partition_nearest_s_index(d, k):
+    """The cells label their points with nearest_index (partition_nearest without its distance pass), a
+    block of one part without gathering its rows: every label is partition_nearest's index of that row among
+    its part's centers, exact ties and duplicated centers included."""
+    rng = np.random.default_rng(d + k)
+    C = rng.standard_normal((3, k, d))
+    C[:, 1] = C[:, 0]  # a duplicated center: its copy never wins
+    x = rng.standard_normal((500, d))
+    x[:5] = (C[0, 0] + C[0, 2]) / 2  # on a bisector (up to rounding)
+    x[5] = C[0, 3]
+    np.testing.assert_array_equal(nearest_index(x, C[0]), partition_nearest(x, C[0])[0])
+    np.testing.assert_array_equal(label(x, np.zeros(len(x), dtype=np.int64), C), partition_nearest(x, C[0])[0])
+    part = rng.integers(0, 3, len(x))
+    want = np.empty(len(x), dtype=np.int64)
+    for p in range(3):
+        want[part == p] = partition_nearest(x[part == p], C[p])[0]
+    np.testing.assert_array_equal(label(x, part, C), want)
+    np.testing.assert_array_equal(label(x[::2], part[::2] * 0 + 2, C), partition_nearest(x[::2], C[2])[0])
