@@ -184,23 +184,28 @@ def test_plan_only_is_a_function_of_public_parameters_and_needs_no_data():
     assert p2["block_size"] == M
 
 
+def _engine_first_flush(cfg, tick_points, seed):
+    """The tick of an engine run's first flush, its ticks drawn by ``tick_points(rng)``."""
+    from dpstream.engine import Engine
+    e = Engine(cfg, b"k" * 32)
+    rng = np.random.default_rng(seed)
+    t = 0
+    while e.last_flush == 0:
+        t += 1
+        e.step(tick_points(rng))
+    return t
+
+
 def test_the_plan_says_from_which_tick_a_release_holds_points():
     # ticks of 100 points at d = 64, fewer than one of A's leaves needs: the first flush waits for the DP
     # count, and the plan's tick (noise aside) is the engine's within the count's noise
-    from dpstream.engine import Engine
     from dpstream.params import EngineConfig
     from dpstream.planning import plan, plan_text
     cfg = EngineConfig(n_clusters=10, dim=64, radius=16.0, epsilon=1.0)
     p = plan(cfg, 100)
     assert p["first_flush_points"] > 100 and p["first_flush_tick"] == math.ceil(p["first_flush_points"] / 100) > 1
     assert f"about tick {p['first_flush_tick']}," in plan_text(cfg, 100)
-    e = Engine(cfg, b"k" * 32)
-    rng = np.random.default_rng(2)
-    t = 0
-    while e.last_flush == 0:
-        t += 1
-        e.step(rng.normal(size=(100, 64)))
-    assert abs(t - p["first_flush_tick"]) <= 1
+    assert abs(_engine_first_flush(cfg, lambda rng: rng.normal(size=(100, 64)), 2) - p["first_flush_tick"]) <= 1
     assert plan(cfg, 1000)["first_flush_tick"] == 1 and "tick 1's release already holds" in plan_text(cfg, 1000)
     assert plan(cfg.with_(first_flush_leaves=0), 100)["first_flush_tick"] == 1
 
@@ -208,7 +213,6 @@ def test_the_plan_says_from_which_tick_a_release_holds_points():
 def test_the_plan_s_first_flush_is_the_first_of_its_three_causes():
     # a first flush asked to wait for many leaves comes at the first epoch change (a DP count of the first
     # epoch's blocks) instead: the plan must say that tick, not the far one the wait alone would give
-    from dpstream.engine import Engine
     from dpstream.params import EngineConfig
     from dpstream.planning import plan, plan_text
     cfg = EngineConfig(n_clusters=2, dim=4, radius=10.0, epsilon=1.0, horizon_ticks=400, first_flush_leaves=100.0)
@@ -216,13 +220,8 @@ def test_the_plan_s_first_flush_is_the_first_of_its_three_causes():
     assert math.ceil(p["first_flush_points"] / 100) > 2 * p["first_flush_tick"]
     assert p["first_flush_tick"] == math.ceil(cfg.first_epoch_blocks * p["block_size"] / 100)
     assert f"about tick {p['first_flush_tick']}," in plan_text(cfg, 100)
-    e = Engine(cfg, b"k" * 32)
-    rng = np.random.default_rng(0)
-    t = 0
-    while e.last_flush == 0:
-        t += 1
-        e.step(rng.normal(size=(100, 4)) * 0.5 + 3.0)
-    assert abs(t - p["first_flush_tick"]) <= 1
+    tick = _engine_first_flush(cfg, lambda rng: rng.normal(size=(100, 4)) * 0.5 + 3.0, 0)
+    assert abs(tick - p["first_flush_tick"]) <= 1
 
 
 def test_the_planned_state_bound_holds_on_a_stream():
