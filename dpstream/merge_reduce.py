@@ -38,7 +38,8 @@ class RingMergeReduce:
         self.cfg, self.noise, self.A = cfg, noise, A
         self.epoch, self.ring = int(epoch), int(ring)
         # the DP count estimate at the ring's last release (at first: when its epoch started), so that
-        # count − count_at_release estimates the points that reached the ring's open block (cells_gate)
+        # count − count_at_release estimates the stream's points since then, an upper bound on the ring's open
+        # block (cells_gate; the ring's own count is not released)
         self.count_at_release = 0.0 if count0 is None else float(count0)
         self.centers = np.asarray(centers, dtype=float)
         self.radii = np.full(self.centers.shape[0], float(cfg.ring_radius(ring)))

@@ -103,8 +103,8 @@ class Semicoreset:
 
     def release(self, block, key, n_hat: Optional[float] = None) -> WeightedSet:
         """The DP step on a whole block: a weighted set in data coordinates (zero weights dropped).
-        ``n_hat``: the DP count estimate of the points that reached the block's ring since its last release
-        (``cells_gate`` reads it; never an exact count)."""
+        ``n_hat``: the DP count estimate of the stream's points since the ring's last release, an upper bound
+        on the block (``cells_gate`` reads it; never an exact count)."""
         if self.record_calls:
             self.calls.append((key, int(block.n)))
         out = self.run_gated(block, key, n_hat)
@@ -264,8 +264,8 @@ class TreeSemicoreset(Semicoreset):
 
     def use_cells(self, n_hat: Optional[float], n_parts: int) -> bool:
         """``cells_gate`` = G (P22): the cells on a block iff they locate in fewer dimensions than d (when
-        ``cells_locate_dims`` is set) and the DP count estimate ``n_hat`` of the ring's points since its last
-        release reaches G · n_parts · k · θ_k — on average G·θ_k points for each of the k cells of every part,
+        ``cells_locate_dims`` is set) and the DP count estimate ``n_hat`` of the stream's points since the
+        ring's last release reaches G · n_parts · k · θ_k — on average G·θ_k points for each of the k cells of every part,
         θ_k the cells' keep threshold. Public numbers and a released DP value only: post-processing."""
         cfg = self.cfg
         if not cfg.tree_cells:
@@ -300,18 +300,33 @@ class TreeSemicoreset(Semicoreset):
 
     def _plain_tree(self, block, key):
         """The plain tree on a cells block the gate keeps from the cells, exactly as a run without cells
-        releases it: the same keyed directions (of the ring) and noise keys (one mode runs per block, so no
-        draw serves two queries), at A's whole budget (the plan's ``gated_lines``)."""
+        releases it: the same keyed directions of the ring (:meth:`_plain_directions`) and noise keys (one
+        mode runs per block, so no draw serves two queries), at A's whole budget (the plan's ``gated_lines``)."""
         plain = self.gated_tree()
-        sketch = LeafSketch(block.centers, block.radii, plain.directions(key[:3]), plain.cfg.dim, self.grid)
+        sketch = LeafSketch(block.centers, block.radii, self._plain_directions(key), plain.cfg.dim, self.grid)
         x, part = block.raw()
         sketch.add(x, part)
         return plain._leaves(sketch, key)
+
+    def _plain_directions(self, key):
+        """The gated tree's directions for the ring of block ``key``: a run without cells draws them under the
+        ring's directions key (with the gate, the cells' tree draws under a key of its own, :meth:`directions`,
+        so no key is drawn at two sizes); drawn once per ring, so every gated block of a ring splits along the
+        same directions; only the open epoch's rings are kept."""
+        ring = tuple(key[:3])
+        cache = self.__dict__.setdefault("_plain_dirs", {})
+        if ring not in cache:
+            for old in [r for r in cache if r[:2] != ring[:2]]:
+                del cache[old]
+            cache[ring] = self.gated_tree().directions(ring)
+        return cache[ring]
 
     def directions(self, key):
         """(D, d) keyed hyperplanes; with cells located in a projection, the :class:`~dpstream.cells.Projected`
         draws (hyperplanes in the projection and the projection) instead."""
         D, d = self.cfg.tree_depth, self.cfg.dim
+        if self.cfg.cells_gate:  # the ring's directions key is the gated plain tree's (:meth:`_plain_directions`)
+            key = tuple(key) + ("cells",)
         if cells.locate_dims(self.cfg):
             return cells.draw_projected(self.noise, key, D, cells.locate_dims(self.cfg), d)
         return self.noise.generator(key + ("directions",), D * d).normal(size=(D, d))

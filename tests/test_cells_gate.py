@@ -11,7 +11,9 @@ What must hold:
   estimate at the ring's last release (or when the ring's epoch started), and the mode is the rule's on n̂;
   a broken engine that gives A the block's exact count is caught;
 * on a gated block a record enters one count per tree level on its path and one leaf sum, by its own
-  clipped, quantised point, and no query of the cells.
+  clipped, quantised point, and no query of the cells;
+* a run in which no block reaches the gate releases, byte for byte, what the defaults release (the gated
+  tree splits along the ring's directions of a run without cells; the cells' tree draws under its own key).
 """
 from __future__ import annotations
 
@@ -234,3 +236,23 @@ def test_at_d_up_to_the_locate_dims_the_cells_never_run(monkeypatch):
     assert calls and {mode for *_, mode in calls} == {"tree"}
     _, calls, _ = _run(_cfg(cells_gate=1e-9), three_blob_ticks(1, [100] * 12), monkeypatch)
     assert "cells" in {mode for *_, mode in calls}
+
+
+@pytest.mark.parametrize("dim, delta, lloyd", [(2, 1e-6, False), (20, 0.0, True)])
+def test_a_gate_no_block_reaches_releases_what_the_defaults_release(dim, delta, lloyd):
+    """Every block on the plain tree: the gated tree is the defaults' tree (depth, keep factor, count share,
+    the ring's directions and every noise key), and the block size and first flush follow its threshold."""
+    rng = np.random.default_rng(3)
+    means = rng.normal(scale=6.0, size=(3, dim))
+    ticks = [means[rng.integers(0, 3, 150)] + rng.normal(size=(150, dim)) for _ in range(40)]
+    base = dict(n_clusters=3, dim=dim, radius=30.0, epsilon=1.0, delta=delta, horizon_ticks=64)
+    cells = dict(tree_cells=0.4, cells_gate=1e9, **(dict(cells_lloyd_steps=2, cells_lloyd_share=0.2) if lloyd else {}))
+    runs = []
+    for kw in ({}, cells):
+        e = Engine(EngineConfig(**base, **kw), SEED)
+        runs.append([e.step(X) for X in ticks])
+    assert sum(len(r.coreset_weights) for r in runs[0]) > 0
+    for r0, r1 in zip(*runs):
+        for a, b in ((r0.centers, r1.centers), (r0.coreset_points, r1.coreset_points),
+                     (r0.coreset_weights, r1.coreset_weights)):
+            assert a.tobytes() == b.tobytes()

@@ -102,16 +102,22 @@ CELLS = dict(tree_cells=0.5, cells_locate_dims=1, cells_lloyd_steps=2, cells_llo
              cells_reseed=0.25, cells_count_share=0.1)
 
 
-@pytest.mark.parametrize("semicoreset", ["tree", "lloyd", "snap", "cells"])
+# the gate: some blocks run the cells, the others the plain tree along directions of their own
+GATED = dict(CELLS, cells_gate=0.5)
+
+
+@pytest.mark.parametrize("semicoreset", ["tree", "lloyd", "snap", "cells", "gated"])
 @pytest.mark.parametrize("where", sorted(PLACEMENTS))
 def test_audit_same_keys_and_shapes(semicoreset, where):
-    cfg = _cfg(**CELLS) if semicoreset == "cells" else _cfg(semicoreset=semicoreset)
+    cfg = _cfg(**{"cells": CELLS, "gated": GATED}.get(semicoreset, dict(semicoreset=semicoreset)))
     e0, e1 = audit(cfg, _stream(), PLACEMENTS[where])
     assert sum(e0.noise.keys.values()) > 100  # the audit compared real runs
     assert e0.epoch >= 1  # an epoch change (flush) happened inside the audited run
-    if semicoreset == "cells":  # the cells' Lloyd steps and re-seeding drew inside the audited run
-        drawn = {part for k, _ in e0.noise.keys for part in k}
+    drawn = {part for k, _ in e0.noise.keys for part in k}
+    if semicoreset in ("cells", "gated"):  # the cells' Lloyd steps and re-seeding drew inside the audited run
         assert {"cells", "lloyd", "reseed"} <= drawn
+    if semicoreset == "gated":  # and gated blocks ran the plain tree, along the ring's directions of a run without cells
+        assert any(k[-1] == "directions" and k[-2] != "cells" for k, _ in e0.noise.keys)
 
 
 def test_audit_add_remove_pure():
@@ -219,7 +225,7 @@ def key_reuse(noise_keys: Counter):
 
 def test_every_draw_has_its_own_key():
     for semicoreset, over in (("tree", {}), ("lloyd", {}), ("tree", dict(bicriteria=False, privacy_split=(0, .1, .8, .1))),
-                              ("tree", CELLS)):
+                              ("tree", CELLS), ("tree", GATED), ("tree", dict(tree_cells=0.5, cells_gate=0.5))):
         e, _ = run(_cfg(semicoreset=semicoreset, epoch_schedule="every", **over), _stream())
         assert e.epoch >= 2
         assert key_reuse(e.noise.keys) == {}
