@@ -207,17 +207,20 @@ def test_audit_catches_broken_engines(monkeypatch, name):
 
 # -- P15: every draw has its own key -----------------------------------------------
 
-def key_reuse(noise_keys: Counter):
+def key_reuse(noise_keys: Counter, twice=()):
     """Keys drawn more than once, whatever the sizes of the draws (one key drawn at two sizes repeats
     its leading values).  Binary-mechanism node noise is *regenerated* (same key, same values) when a
-    node leaves the expansion: at most twice, and only those keys."""
+    node leaves the expansion: at most twice, and only those keys.  ``twice``: first words of keys that
+    may be drawn twice too (the release fit's post-processing draws, which ``release_min_points`` draws
+    once for the rings' fit and once for the released one)."""
     per_key = Counter()
     for (key, _size), n in noise_keys.items():
         per_key[key] += n
     bad = {}
     for key, n in per_key.items():
         is_node = ((len(key) == 6 and key[0] == "bicriteria" and key[3] == "node")  # (bic, q, lv, node, j, i)
-                   or (len(key) == 4 and key[:2] == ("count", "node")))  # the stream counter's nodes
+                   or (len(key) == 4 and key[:2] == ("count", "node"))  # the stream counter's nodes
+                   or key[0] in twice)
         if n > (2 if is_node else 1):
             bad[key] = n
     return bad
@@ -231,6 +234,16 @@ def test_every_draw_has_its_own_key():
         assert key_reuse(e.noise.keys) == {}
         n_node_twice = sum(1 for (k, _), n in e.noise.keys.items() if n == 2)
         assert n_node_twice > 0  # node regeneration was exercised
+
+
+def test_release_min_points_draws_the_release_fit_keys_twice_and_no_noise_key_again():
+    """The rings' release (the fit with the option off) and the released fit draw the same post-processing
+    keys on released sets; every mechanism's noise key is still drawn once."""
+    e, _ = run(_cfg(release_min_points=1.5, epoch_schedule="every"), _stream())
+    assert e.epoch >= 2
+    twice = key_reuse(e.noise.keys)
+    assert twice and {k[0] for k in twice} == {"release"}
+    assert key_reuse(e.noise.keys, twice=("release",)) == {}
 
 
 def test_key_reuse_check_counts_one_key_drawn_at_two_sizes():
