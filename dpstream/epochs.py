@@ -225,19 +225,20 @@ def release_fit_sample(cfg: EngineConfig, noise, sets, pts: np.ndarray, w: np.nd
     if len(S) == 0:
         return pts, w
     factor = decay ** ages
-    if cfg.release_decay_rule == "covered":
+    rule = cfg.release_decay_rule
+    parts = None  # the decay rule's partition: the drift rule and release_min_points ask for it again
+    if rule == "covered":
         factor = _uncovered_kept(sets, factor, cfg.release_cover_factor)
-    elif cfg.release_decay_rule == "clusters":
-        factor = _stopped_clusters_kept(cfg, noise, sets, S, factor, epoch, t)
-    elif cfg.release_decay_rule == "stopped":
-        factor = _stopped_clusters_kept(cfg, noise, sets, S, factor, epoch, t, stopped_rule=True)
-    elif cfg.release_decay_rule == "drift":  # the clusters rule, then whole epochs that drifted away
-        parts = Partitions(cfg, noise, S, epoch, t)  # a long stream's two rules ask for the same partition
-        factor = _stopped_clusters_kept(cfg, noise, sets, S, factor, epoch, t, partitions=parts)
-        factor = drift_decay.drift_kept(cfg, noise, sets, S, factor, epoch, t, parts)
+    elif rule in ("clusters", "stopped", "drift"):  # drift: the clusters rule, then whole epochs that drifted away
+        stopped = rule == "stopped"
+        parts = Partitions(cfg, noise, S, epoch, t,
+                           _STOPPED_POINTS_PER_CLUSTER if stopped else _POINTS_PER_CLUSTER)
+        factor = _stopped_clusters_kept(cfg, noise, sets, S, factor, epoch, t, stopped_rule=stopped,
+                                        partitions=parts)
+        if rule == "drift":
+            factor = drift_decay.drift_kept(cfg, noise, sets, S, factor, epoch, t, parts)
     if cfg.release_min_points > 0:
-        factor = _coarse_left_out(cfg, noise, sets, S, factor, decay ** ages, epoch, t,
-                                  parts if cfg.release_decay_rule == "drift" else None)
+        factor = _coarse_left_out(cfg, noise, sets, S, factor, decay ** ages, epoch, t, parts)
     rng = noise.generator(("release", epoch, t, "B-fit"))
     return sensitivity_sample(S.points, S.weights * factor, cfg.s_b, cfg.n_clusters, rng, z)
 
@@ -261,7 +262,9 @@ def _coarse_left_out(cfg: EngineConfig, noise, sets, S: WeightedSet, factor: np.
     coarse = (n < m) & later_fine
     if not coarse.any():
         return factor
-    if partitions is None:
+    if partitions is None or partitions.own_k != Partitions.k_of(cfg, S):
+        # the "stopped" rule's fit, where its own k is not the clusters rule's (few released points): its
+        # labels at this k would be drawn under another key than the clusters rule's own fit
         partitions = Partitions(cfg, noise, S, epoch, t)
     k = partitions.own_k
     lab = partitions.labels(k)
@@ -323,8 +326,13 @@ class Partitions:
     def __init__(self, cfg: EngineConfig, noise, S: WeightedSet, epoch: int, t: int,
                  points_per_cluster: int = _POINTS_PER_CLUSTER):
         self.cfg, self.noise, self.S, self.epoch, self.t = cfg, noise, S, epoch, t
-        self.own_k = max(1, min(cfg.n_clusters, len(S) // points_per_cluster))
+        self.own_k = self.k_of(cfg, S, points_per_cluster)
         self._labels = {}
+
+    @staticmethod
+    def k_of(cfg: EngineConfig, S: WeightedSet, points_per_cluster: int = _POINTS_PER_CLUSTER) -> int:
+        """The own k of a partition of ``S`` at ``points_per_cluster`` released points per center."""
+        return max(1, min(cfg.n_clusters, len(S) // points_per_cluster))
 
     def labels(self, k: int) -> np.ndarray:
         if k not in self._labels:
@@ -358,7 +366,7 @@ def _stopped_clusters_kept(cfg: EngineConfig, noise, sets, S: WeightedSet, facto
     1.103 without the drift)."""
     # a fit with about as many centers as points makes every old point a cluster of its own, which no newer
     # point shares: a few coarse leaf means would all count as stopped
-    if partitions is None or stopped_rule:  # (a shared partition is the clusters rule's)
+    if partitions is None:  # (a partition given is the one of the rule's points_per_cluster)
         partitions = Partitions(cfg, noise, S, epoch, t,
                                 _STOPPED_POINTS_PER_CLUSTER if stopped_rule else _POINTS_PER_CLUSTER)
     k = partitions.own_k

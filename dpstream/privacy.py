@@ -47,6 +47,8 @@ from typing import Dict, List, Optional, Tuple
 
 from .noise import SECRET_SEED, TEST_SEED
 from .cells import locate_dims
+from .ledger_lines import (LedgerLine, cell_lines_gaussian, cell_lines_pure, gaussian_epsilon,
+                           lloyd_lines_gaussian, lloyd_lines_pure, tree_lines_gaussian, tree_lines_pure)
 from .params import EngineConfig
 
 # dp_accounting (and the scipy.stats it loads) is imported by the functions that account, not with the
@@ -54,23 +56,6 @@ from .params import EngineConfig
 # ``ACCOUNTANT_RELATION`` (dp_accounting's ADD_OR_REMOVE_ONE) is resolved on first use by the module
 # ``__getattr__`` below; :func:`_relation` reads it, so a test can replace it with ``setattr``.
 _VDI = 1e-3  # PLD value discretisation interval (pessimistic estimates: upper bounds)
-
-
-@dataclass(frozen=True)
-class LedgerLine:
-    """One mechanism family, composed ``count`` times sequentially per record."""
-
-    component: str
-    mechanism: str  # "gaussian" | "discrete_laplace" | "svt"
-    noise: float  # σ (gaussian), scale b (discrete laplace / svt laplace)
-    sensitivity: float  # ℓ2 (gaussian) or ℓ1 (laplace / svt) for one record, this relation
-    count: int
-    epsilon: float  # standalone ε of all ``count`` compositions (basic bound, at δ share for gaussian)
-    note: str = ""
-
-    @property
-    def noise_multiplier(self) -> float:
-        return self.noise / self.sensitivity
 
 
 def __getattr__(name):
@@ -101,34 +86,6 @@ def pure_pld(epsilon: float, vdi: float = _VDI):
 
     return pld_lib.from_privacy_parameters(pld_common.DifferentialPrivacyParameters(epsilon, 0.0),
                                            value_discretization_interval=vdi)
-
-
-def _phi(x: float) -> float:
-    return 0.5 * math.erfc(-x / math.sqrt(2.0))
-
-
-def gaussian_epsilon(noise_multiplier: float, delta: float) -> float:
-    """ε of the Gaussian mechanism N(0, z²) at δ, from its exact privacy profile (Balle–Wang 2018)."""
-    z = float(noise_multiplier)
-    if z <= 0:
-        return math.inf
-    a = 1.0 / (2 * z)
-
-    def delta_of(eps):
-        return _phi(a - eps * z) - math.exp(eps) * _phi(-a - eps * z) if eps < 700 else 0.0
-
-    lo, hi = 0.0, 1.0
-    while delta_of(hi) > delta:
-        lo, hi = hi, hi * 2
-        if hi > 1e7:
-            return math.inf
-    for _ in range(60):
-        mid = (lo + hi) / 2
-        if delta_of(mid) > delta:
-            lo = mid
-        else:
-            hi = mid
-    return hi
 
 
 def pld_discretisation(epsilon: float) -> float:
@@ -338,27 +295,20 @@ class PrivacyPlan:
                 phi = cfg.count_share if m_s > 0 else 1.0
                 f, f_l = cfg.tree_cells, cfg.cells_lloyd_share
                 rest = 1 - f - f_l
-                gated = _tree_lines_gaussian(z_a, cfg.gated_tree(), rel1, s2, g, cfg.delta) if cfg.cells_gate else []
+                # a block cells_gate keeps from the cells: the plain tree at A's whole multiplier, as without cells
+                gated = tree_lines_gaussian(z_a, *_plain_tree_split(cfg), rel1, s2, g, cfg.delta,
+                                            suffix=GATED) if cfg.cells_gate else []
                 if f:  # the tree keeps 1 − f − f_l of A's Σ(Δ/σ)², the Lloyd steps f_l, the cells f, each φ : 1 − φ
                     z_a /= math.sqrt(rest)
-                sens_c = math.sqrt(m_c * rel1) * g
-                a_count_scale = z_a * sens_c / math.sqrt(phi)
-                out.append(LedgerLine("semicoreset A counts", "gaussian", a_count_scale, sens_c, 1,
-                                      gaussian_epsilon(a_count_scale / sens_c, cfg.delta / 4),
-                                      f"{m_c} noisy counts per record"))
-                a_sum_scale = 0.0
-                if m_s > 0:
-                    sens_s = s2 * math.sqrt(m_s) * g
-                    a_sum_scale = z_a * sens_s / math.sqrt(1 - phi)
-                    out.append(LedgerLine("semicoreset A sums", "gaussian", a_sum_scale, sens_s, 1,
-                                          gaussian_epsilon(a_sum_scale / sens_s, cfg.delta / 4),
-                                          f"{m_s} noisy sums per record (normalised ball)"))
+                tree = tree_lines_gaussian(z_a, m_c, m_s, phi, rel1, s2, g, cfg.delta)
+                out.extend(tree)
+                a_count_scale, a_sum_scale = tree[0].noise, tree[1].noise if m_s > 0 else 0.0
                 if f_l:
-                    out.extend(_lloyd_lines_gaussian(z_a * math.sqrt(rest / f_l), phi, rel1, s2, g, cfg.delta,
-                                                     cfg.cells_lloyd_steps))
+                    out.extend(lloyd_lines_gaussian(z_a * math.sqrt(rest / f_l), phi, rel1, s2, g, cfg.delta,
+                                                    cfg.cells_lloyd_steps))
                 if f:  # the cells' own count : sum split when cells_count_share says one
-                    out.extend(_cell_lines_gaussian(z_a * math.sqrt(rest / f), cfg.cells_count_share or phi, rel1, s2,
-                                                    g, cfg.delta))
+                    out.extend(cell_lines_gaussian(z_a * math.sqrt(rest / f), cfg.cells_count_share or phi, rel1, s2,
+                                                   g, cfg.delta))
                 return out, bic_scale, a_count_scale, a_sum_scale, count_scale, gated
 
             # The lines are discretised one by one in the reported PLD, which can land a hair above
@@ -397,7 +347,9 @@ class PrivacyPlan:
                                         L_T * rel_cnt * g, 1, eps_cnt, _counter_note(L_T, rel_cnt)))
             eps_a = w_a * cfg.epsilon
             phi = cfg.count_share if m_s > 0 else 1.0
-            gated = _tree_lines_pure(eps_a, cfg.gated_tree(), rel1, s2, g, d) if cfg.cells_gate else []
+            # a gated block's plain tree: A's whole ε, its sums d-dimensional (no projection without cells)
+            gated = (tree_lines_pure(eps_a, *_plain_tree_split(cfg), rel1, s2, g, d, suffix=GATED)
+                     if cfg.cells_gate else [])
             eps_cells = cfg.tree_cells * eps_a  # the cells' share of A's ε (0: off), split φ : 1 − φ
             eps_lloyd = cfg.cells_lloyd_share * eps_a  # the cells' Lloyd steps' share (0: off)
             eps_a -= eps_cells
@@ -405,34 +357,13 @@ class PrivacyPlan:
                 eps_a -= eps_lloyd
             # the tree's and the Lloyd steps' sums are p-dimensional when the cells locate in a projection
             d_loc = locate_dims(cfg) or d
-            sens_c = m_c * rel1 * g
-            a_count_scale = sens_c / (phi * eps_a)
-            lines.append(LedgerLine("semicoreset A counts", "discrete_laplace", a_count_scale, sens_c, 1,
-                                    phi * eps_a, f"{m_c} noisy counts per record"))
-            if m_s > 0:
-                sens_s = s2 * math.sqrt(d_loc) * m_s * g
-                a_sum_scale = sens_s / ((1 - phi) * eps_a)
-                lines.append(LedgerLine("semicoreset A sums", "discrete_laplace", a_sum_scale, sens_s, 1,
-                                        (1 - phi) * eps_a, f"{m_s} noisy sums per record, ℓ1 √d per sum"))
-            else:
-                a_sum_scale = 0.0
+            tree = tree_lines_pure(eps_a, m_c, m_s, phi, rel1, s2, g, d_loc)
+            lines.extend(tree)
+            a_count_scale, a_sum_scale = tree[0].noise, tree[1].noise if m_s > 0 else 0.0
             if eps_lloyd:
-                L = cfg.cells_lloyd_steps
-                sens_lc, sens_ls = L * rel1 * g, s2 * math.sqrt(d_loc) * L * g
-                lines.append(LedgerLine("semicoreset A lloyd counts", "discrete_laplace", sens_lc / (phi * eps_lloyd),
-                                        sens_lc, 1, phi * eps_lloyd, f"{L} noisy counts per record (its center's, "
-                                        "one per Lloyd step)"))
-                lines.append(LedgerLine("semicoreset A lloyd sums", "discrete_laplace", sens_ls / ((1 - phi) * eps_lloyd),
-                                        sens_ls, 1, (1 - phi) * eps_lloyd, f"{L} noisy sums per record (one per Lloyd "
-                                        f"step), ℓ1 √{d_loc} each"))
-            if eps_cells:
-                phi_c = cfg.cells_count_share or phi  # the cells' own count : sum split when one is given
-                sens_cc, sens_cs = rel1 * g, s2 * math.sqrt(d) * g
-                lines.append(LedgerLine("semicoreset A cell counts", "discrete_laplace", sens_cc / (phi_c * eps_cells),
-                                        sens_cc, 1, phi_c * eps_cells, "1 noisy count per record (its cell)"))
-                lines.append(LedgerLine("semicoreset A cell sums", "discrete_laplace",
-                                        sens_cs / ((1 - phi_c) * eps_cells), sens_cs, 1,
-                                        (1 - phi_c) * eps_cells, "1 noisy sum per record (its cell), ℓ1 √d"))
+                lines.extend(lloyd_lines_pure(eps_lloyd, phi, rel1, s2, g, d_loc, cfg.cells_lloyd_steps))
+            if eps_cells:  # the cells' own count : sum split when cells_count_share gives one
+                lines.extend(cell_lines_pure(eps_cells, cfg.cells_count_share or phi, rel1, s2, g, d))
             basic = sum(ln.epsilon for ln in lines)
             pld_eps = basic
             a_mech = bic_mech = "discrete_laplace"
@@ -512,62 +443,19 @@ def _pld_epsilon(gauss_lines, eps_svt: float, delta: float, epsilon: float) -> f
         pure_pld(eps_svt, vdi)).get_epsilon_for_delta(delta)
 
 
-def _cell_lines_gaussian(z_cells: float, phi: float, rel1: float, s2: float, g: float, delta: float):
-    """The Gaussian ledger lines of A's cells: one count (Δ² = rel1·g²) and one sum (Δ = s2·g) per
-    record, with noise multiplier ``z_cells`` (the cells' share of A's Σ(Δ/σ)²) split φ : 1 − φ."""
-    c_scale = z_cells * math.sqrt(rel1) * g / math.sqrt(phi)
-    s_scale = z_cells * s2 * g / math.sqrt(1 - phi)
-    return [LedgerLine("semicoreset A cell counts", "gaussian", c_scale, math.sqrt(rel1) * g, 1,
-                       gaussian_epsilon(c_scale / (math.sqrt(rel1) * g), delta / 4),
-                       "1 noisy count per record (its cell)"),
-            LedgerLine("semicoreset A cell sums", "gaussian", s_scale, s2 * g, 1,
-                       gaussian_epsilon(s_scale / (s2 * g), delta / 4),
-                       "1 noisy sum per record (its cell, normalised ball)")]
-
-
-def _tree_lines_gaussian(z_a: float, plain: EngineConfig, rel1: float, s2: float, g: float, delta: float):
-    """The plain tree's Gaussian lines on a block ``cells_gate`` keeps from the cells: A's whole noise
-    multiplier ``z_a``, split φ : 1 − φ, with the multiplicities and φ of ``plain`` (the gated tree's
-    configuration), as the plan without cells has them (P22)."""
-    (m_c, m_s), phi = a_multiplicities(plain), plain.count_share
-    sens_c, sens_s = math.sqrt(m_c * rel1) * g, s2 * math.sqrt(m_s) * g
-    c_scale, s_scale = z_a * sens_c / math.sqrt(phi), z_a * sens_s / math.sqrt(1 - phi)
-    return [LedgerLine("semicoreset A counts (gated block: plain tree)", "gaussian", c_scale, sens_c, 1,
-                       gaussian_epsilon(c_scale / sens_c, delta / 4), f"{m_c} noisy counts per record"),
-            LedgerLine("semicoreset A sums (gated block: plain tree)", "gaussian", s_scale, sens_s, 1,
-                       gaussian_epsilon(s_scale / sens_s, delta / 4),
-                       f"{m_s} noisy sums per record (normalised ball)")]
-
-
-def _tree_lines_pure(eps_a: float, plain: EngineConfig, rel1: float, s2: float, g: float, d: int):
-    """The plain tree's pure lines on a gated block: A's whole ε, split φ : 1 − φ (``plain``'s multiplicities
-    and φ), its sums d-dimensional."""
-    (m_c, m_s), phi = a_multiplicities(plain), plain.count_share
-    sens_c, sens_s = m_c * rel1 * g, s2 * math.sqrt(d) * m_s * g
-    return [LedgerLine("semicoreset A counts (gated block: plain tree)", "discrete_laplace", sens_c / (phi * eps_a),
-                       sens_c, 1, phi * eps_a, f"{m_c} noisy counts per record"),
-            LedgerLine("semicoreset A sums (gated block: plain tree)", "discrete_laplace",
-                       sens_s / ((1 - phi) * eps_a), sens_s, 1, (1 - phi) * eps_a,
-                       f"{m_s} noisy sums per record, ℓ1 √d per sum")]
-
-
-def _lloyd_lines_gaussian(z_lloyd: float, phi: float, rel1: float, s2: float, g: float, delta: float, steps: int):
-    """The Gaussian ledger lines of the cells' Lloyd steps: per record ``steps`` counts (Δ² = steps·rel1·g²)
-    and ``steps`` sums (Δ² = steps·s2²·g²), one of each per step, at noise multiplier ``z_lloyd`` (their
-    share of A's Σ(Δ/σ)²) split φ : 1 − φ; each line's noise is one step's."""
-    sens_c, sens_s = math.sqrt(steps * rel1) * g, s2 * math.sqrt(steps) * g
-    c_scale = z_lloyd * sens_c / math.sqrt(phi)
-    s_scale = z_lloyd * sens_s / math.sqrt(1 - phi)
-    return [LedgerLine("semicoreset A lloyd counts", "gaussian", c_scale, sens_c, 1,
-                       gaussian_epsilon(c_scale / sens_c, delta / 4),
-                       f"{steps} noisy counts per record (its center's, one per Lloyd step)"),
-            LedgerLine("semicoreset A lloyd sums", "gaussian", s_scale, sens_s, 1,
-                       gaussian_epsilon(s_scale / sens_s, delta / 4),
-                       f"{steps} noisy sums per record (one per Lloyd step, normalised ball)")]
-
-
 def _line_noise(lines, component: str) -> float:
     return next((ln.noise for ln in lines if ln.component == component), 0.0)
+
+
+GATED = " (gated block: plain tree)"  # the gated lines' components: A's count and sum lines, this appended
+
+
+def _plain_tree_split(cfg: EngineConfig) -> Tuple[int, int, float]:
+    """(counts, sums, φ) per record of the plain tree a gated block runs (``cfg.gated_tree()``), as the plan
+    without cells has them (P22)."""
+    plain = cfg.gated_tree()
+    m_c, m_s = a_multiplicities(plain)
+    return m_c, m_s, plain.count_share if m_s > 0 else 1.0
 
 
 def a_multiplicities(cfg: EngineConfig) -> Tuple[int, int]:

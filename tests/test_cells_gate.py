@@ -106,11 +106,13 @@ def test_a_gated_block_spends_a_budget_and_no_more(delta, locate):
 @pytest.mark.parametrize("delta", [1e-6, 0.0])
 def test_ledger_check_catches_gated_lines_that_spend_more(monkeypatch, delta):
     if delta > 0:  # the natural slip: the gated tree at the cells' tree share's z_a·√(1 − f − g), less noise
-        orig = privacy_mod._tree_lines_gaussian
-        monkeypatch.setattr(privacy_mod, "_tree_lines_gaussian", lambda z, *a: orig(z * math.sqrt(0.3), *a))
+        orig = privacy_mod.tree_lines_gaussian  # (the tree's lines without the gate's suffix are the cells' mode)
+        monkeypatch.setattr(privacy_mod, "tree_lines_gaussian",
+                            lambda z, *a, suffix="": orig(z * math.sqrt(0.3) if suffix else z, *a, suffix=suffix))
     else:  # pure: the gated sums charged ℓ1 √p of the projection instead of √d
-        orig = privacy_mod._tree_lines_pure
-        monkeypatch.setattr(privacy_mod, "_tree_lines_pure", lambda *a: orig(*a[:-1], 2))
+        orig = privacy_mod.tree_lines_pure
+        monkeypatch.setattr(privacy_mod, "tree_lines_pure",
+                            lambda *a, suffix="": orig(*a[:-1], 2 if suffix else a[-1], suffix=suffix))
     with pytest.raises(AssertionError):
         _gate_ledger_check(delta, cells_locate_dims=2)
 

@@ -1,5 +1,5 @@
 """The engine's privacy invariants (docs/privacy.md), one test (or a few) each, each with a broken
-variant it catches. (The tests' ``f<N>`` prefixes are historical labels; the sections name the invariant.)
+variant it catches; the sections name the invariant.
 
 P6  A is total over all parts (empty ones included): same draws, same candidates.
 P3  public horizon: ticks 1..T release, tick T+1 raises ``HorizonExceeded``.
@@ -99,12 +99,12 @@ def check_a_total(semicoreset, **kw):
 
 
 @pytest.mark.parametrize("semicoreset", ["tree", "lloyd", "snap"])
-def test_f1_a_draws_do_not_depend_on_empty_parts(semicoreset):
+def test_a_draws_do_not_depend_on_empty_parts(semicoreset):
     check_a_total(semicoreset)
 
 
 @pytest.mark.parametrize("semicoreset", ["snap", "lloyd"])
-def test_f1_a_candidates_are_data_independent(semicoreset):
+def test_a_candidates_are_data_independent(semicoreset):
     """Before the public weight threshold, A yields n_parts (snap) or n_parts·k (lloyd) candidates."""
     cfg = _cfg(semicoreset=semicoreset)
     A = make_semicoreset(cfg, _plan(cfg), NoiseSource(SEED))
@@ -142,7 +142,7 @@ def _spy_releases(monkeypatch):
 
 
 @pytest.mark.parametrize("defaults", [False, True])
-def test_f1_engine_calls_a_on_every_part(monkeypatch, defaults):
+def test_engine_calls_a_on_every_part(monkeypatch, defaults):
     """Every A release covers every center of its epoch (empty parts included); a flush releases
     every ring; a ring releases at most once per tick."""
     seen = _spy_releases(monkeypatch)
@@ -164,7 +164,7 @@ def test_f1_engine_calls_a_on_every_part(monkeypatch, defaults):
     assert max(nF for _, _, _, _, nF, _, _ in seen) > 1  # parts per ring really varied with |F|
 
 
-def test_f1_check_catches_a_skipping_empty_parts(monkeypatch):
+def test_check_catches_a_skipping_empty_parts(monkeypatch):
     _a_skips_empty_parts(monkeypatch)
     for semicoreset in ("tree", "lloyd", "snap"):
         with pytest.raises(AssertionError):
@@ -198,12 +198,12 @@ def check_horizon(make_engine, T):
 
 
 @pytest.mark.parametrize("bicriteria", [True, False])
-def test_f3_horizon_fails_closed(bicriteria):
+def test_horizon_fails_closed(bicriteria):
     T = 9
     check_horizon(lambda: Engine(_cfg(horizon_ticks=T, bicriteria=bicriteria), SEED), T)
 
 
-def test_f3_counter_fails_closed_on_its_own():
+def test_counter_fails_closed_on_its_own():
     bm = BinaryMechanism(4, 5, NoiseSource(SEED), ("c",), "gaussian", 1.0)
     for _ in range(5):
         bm.step(np.ones(4, dtype=np.int64))
@@ -211,7 +211,7 @@ def test_f3_counter_fails_closed_on_its_own():
         bm.step(None)
 
 
-def test_f3_check_catches_an_engine_without_horizon():
+def test_check_catches_an_engine_without_horizon():
     T = 9
 
     for bicriteria in (True, False):
@@ -225,7 +225,7 @@ def test_f3_check_catches_an_engine_without_horizon():
             check_horizon(make, T)
 
 
-def test_f2_one_release_per_call_with_public_ticks():
+def test_one_release_per_call_with_public_ticks():
     m = DPStreamClusterer(2, epsilon=1.0, radius=10.0, random_state=0, horizon_ticks=12, grid_levels=3,
                           n_rings=6, block_size=100)
     rng = np.random.default_rng(1)
@@ -241,7 +241,7 @@ def test_f2_one_release_per_call_with_public_ticks():
 
 # =========================== P1: fit is a position clock ================================
 
-def test_f4b_fit_defaults_to_replace_one():
+def test_fit_defaults_to_replace_one():
     X = np.random.default_rng(0).normal(size=(1000, 2))
     m = DPStreamClusterer(2, epsilon=1.0, radius=5.0, random_state=0, tick_size=250, grid_levels=3)
     assert m.get_params()["neighbouring"] == "replace_one"
@@ -254,7 +254,7 @@ def test_f4b_fit_defaults_to_replace_one():
     assert m.privacy_plan_.svt_scale == ref.svt_scale
 
 
-def test_f4b_fit_refuses_add_remove():
+def test_fit_refuses_add_remove():
     """fit() makes ticks by counting rows (a position clock) and takes T from len(X): under
     add/remove one added row shifts every later row into another tick and can add a tick,
     so the guarantee the plan states for 'add_remove' does not hold (P3, P1).
@@ -287,11 +287,11 @@ def check_replace_factors(build):
             assert sens[s_sum] == pytest.approx(2 * sens_ar[s_sum])
 
 
-def test_f5_replace_one_noise_scales():
+def test_replace_one_noise_scales():
     check_replace_factors(PrivacyPlan.build)
 
 
-def test_f5_check_catches_a_plan_without_replace_factors(monkeypatch):
+def test_check_catches_a_plan_without_replace_factors(monkeypatch):
     monkeypatch.setattr(_EC, "replace", property(lambda self: False))
     with pytest.raises(AssertionError):
         check_replace_factors(PrivacyPlan.build)
@@ -320,11 +320,11 @@ def check_integer_counts(semicoreset):
 
 
 @pytest.mark.parametrize("semicoreset", ["tree", "lloyd", "snap"])
-def test_f6_integer_noise_on_counts(semicoreset):
+def test_integer_noise_on_counts(semicoreset):
     check_integer_counts(semicoreset)
 
 
-def test_f6_released_weights_and_counters_are_integers():
+def test_released_weights_and_counters_are_integers():
     e = Engine(_cfg(delta=0.0), SEED)
     for P in _stream():
         rel = e.step(P)
@@ -334,7 +334,7 @@ def test_f6_released_weights_and_counters_are_integers():
     assert rel.coreset_weights.sum() > 0
 
 
-def test_f6_check_catches_float_noise(monkeypatch):
+def test_check_catches_float_noise(monkeypatch):
     monkeypatch.setattr(NoiseSource, "int_noise",
                         lambda self, key, size, mechanism, scale: self.gaussian(key, size, max(scale, 1.0)))
     for semicoreset in ("tree", "snap"):
@@ -354,7 +354,7 @@ def _x(n=1500):
     return np.r_[rng.normal(size=(n // 2, 2)) + 2, rng.normal(size=(n - n // 2, 2)) - 2]
 
 
-def test_f7_default_seed_is_fresh_entropy():
+def test_default_seed_is_fresh_entropy():
     X = _x()
     with warnings.catch_warnings():
         warnings.simplefilter("error", UnsafeSeedWarning)  # None must not warn
@@ -364,7 +364,7 @@ def test_f7_default_seed_is_fresh_entropy():
     assert not np.array_equal(a.cluster_centers_, b.cluster_centers_)
 
 
-def test_f7_int_seed_warns_and_is_reproducible():
+def test_int_seed_warns_and_is_reproducible():
     X = _x()
     with pytest.warns(UnsafeSeedWarning):
         a = _fit(7, X)
@@ -391,7 +391,7 @@ def check_seed_not_released(m, seed: bytes):
             assert form not in t, "the master seed appears in a release or in the plan"
 
 
-def test_f7_the_plan_names_the_kind_of_seed_but_never_the_seed():
+def test_the_plan_names_the_kind_of_seed_but_never_the_seed():
     seed = bytes.fromhex("8f3a9c1e5b7d2046a1c3e5f70819b2d4c6e8fa1c3e5a7b9d0f2a4c6e8b1d3f57")
     X = _x()
     m = _fit(seed, X)
@@ -405,7 +405,7 @@ def test_f7_the_plan_names_the_kind_of_seed_but_never_the_seed():
         _fit(b"too short", X)
 
 
-def test_f7_check_catches_a_seed_in_the_plan(monkeypatch):
+def test_check_catches_a_seed_in_the_plan(monkeypatch):
     seed = bytes.fromhex("8f3a9c1e5b7d2046a1c3e5f70819b2d4c6e8fa1c3e5a7b9d0f2a4c6e8b1d3f57")
     orig = PrivacyPlan.to_dict
     monkeypatch.setattr(PrivacyPlan, "to_dict", lambda self: dict(orig(self), note=seed.hex()))
@@ -472,7 +472,7 @@ def check_raw_buffer(cfg):
 
 
 @pytest.mark.parametrize("semicoreset", ["tree", "lloyd", "snap"])
-def test_f8_block_holds_exactly_the_raw_clipped_points(semicoreset):
+def test_block_holds_exactly_the_raw_clipped_points(semicoreset):
     check_raw_buffer(_cfg(block_size=1_000_000, bicriteria=False, ring_centers="bicriteria", horizon_ticks=8,
                           semicoreset=semicoreset, epoch_schedule="doubling"))
 
@@ -508,11 +508,11 @@ def check_burst(cfg, burst=30_000):
         mp.undo()
 
 
-def test_f8_burst_fires_at_most_once_per_ring():
+def test_burst_fires_at_most_once_per_ring():
     check_burst(_cfg(block_size=100, bicriteria=False, ring_centers="bicriteria", horizon_ticks=8))
 
 
-def test_f8_checks_catch_summarised_buffer(monkeypatch):
+def test_checks_catch_summarised_buffer(monkeypatch):
     orig = mr_mod.EpochMergeReduce.step
 
     def step(self, tick, x, ring, f, *a):  # a "memory saver": each block keeps only its 3 heaviest leaves
@@ -529,7 +529,7 @@ def test_f8_checks_catch_summarised_buffer(monkeypatch):
                               epoch_schedule="doubling"))
 
 
-def test_f8_checks_catch_a_memory_guard(monkeypatch):
+def test_checks_catch_a_memory_guard(monkeypatch):
     orig = mr_mod.EpochMergeReduce.step
 
     def step(self, tick, x, ring, f, *a):  # "if len(P_0) > cap: flush"
@@ -580,7 +580,7 @@ def check_rings_from_adopted_centers(e, ticks):
 
 
 @pytest.mark.parametrize("schedule", ["doubling", "horizon"])
-def test_f10_rings_use_the_epochs_adopted_centers(schedule):
+def test_rings_use_the_epochs_adopted_centers(schedule):
     cfg = _cfg(horizon_ticks=32, ring_centers="bicriteria", epoch_schedule=schedule)
     e = Engine(cfg, SEED)
     lag, info = check_rings_from_adopted_centers(e, _stream(n_ticks=32))
@@ -608,19 +608,19 @@ def check_default_rings(e, ticks):
     return n_changes
 
 
-def test_f10_default_rings_use_the_released_centers_adopted_at_the_epoch():
+def test_default_rings_use_the_released_centers_adopted_at_the_epoch():
     cfg = EngineConfig(n_clusters=3, dim=2, radius=10.0, epsilon=1.0, horizon_ticks=32, block_size=150)
     assert check_default_rings(Engine(cfg, SEED), _stream(n_ticks=32)) >= 2
 
 
-def test_f10_check_catches_ring_centers_from_raw_points(monkeypatch):
+def test_check_catches_ring_centers_from_raw_points(monkeypatch):
     broken_variants.ring_centers_from_raw_points(monkeypatch)
     cfg = EngineConfig(n_clusters=3, dim=2, radius=10.0, epsilon=1.0, horizon_ticks=32, block_size=150)
     with pytest.raises(AssertionError, match="released centers"):
         check_default_rings(Engine(cfg, SEED), _stream(n_ticks=32))
 
 
-def test_f10_check_catches_assignment_from_latest_f(monkeypatch):
+def test_check_catches_assignment_from_latest_f(monkeypatch):
     orig = engine_mod.Engine.step
 
     def step(self, points):  # assign with "the latest F" instead of the adopted centers
@@ -672,12 +672,12 @@ def check_cell_ids(cfg, seed=SEED, through_engine=False):
 
 @pytest.mark.parametrize("radius,center", [(10.0, None), (3.7, (1.5, -2.0)), (1e-3, (123.456, 7.0)),
                                            (1e6, (-5e6, 2e6)), (1.0, (1e6, -3e5))])
-def test_f11_cell_ids_fit_on_the_boundary(radius, center):
+def test_cell_ids_fit_on_the_boundary(radius, center):
     check_cell_ids(_cfg(radius=radius, center=center, grid_levels=8, n_trees=3, horizon_ticks=4),
                    through_engine=center is None)
 
 
-def test_f11_check_catches_the_notes_bit_width(monkeypatch):
+def test_check_catches_the_notes_bit_width(monkeypatch):
     monkeypatch.setattr(_EC, "cell_bits", lambda self, lv: lv + 1)  # the naive b_ℓ = ℓ+1
     with pytest.raises(AssertionError):
         check_cell_ids(_cfg(grid_levels=4, horizon_ticks=4))
@@ -700,11 +700,11 @@ def check_no_phantom_mass(semicoreset, T=48, **kw):
 
 @pytest.mark.parametrize("semicoreset", ["tree", "lloyd", "snap"])
 @pytest.mark.parametrize("schedule", ["doubling", "horizon"])
-def test_f14_empty_stream_has_no_phantom_mass(semicoreset, schedule):
+def test_empty_stream_has_no_phantom_mass(semicoreset, schedule):
     check_no_phantom_mass(semicoreset, epoch_schedule=schedule, bicriteria=schedule == "doubling")
 
 
-def test_f14_check_catches_missing_threshold(monkeypatch):
+def test_check_catches_missing_threshold(monkeypatch):
     monkeypatch.setattr(sc_mod.Semicoreset, "count_tail", lambda self, n, run_wide=True, key=None: 0.5)
     monkeypatch.setattr(sc_mod.Semicoreset, "sum_noise_norm", lambda self, dim=None: 0.0)
     for semicoreset in ("tree", "lloyd", "snap"):

@@ -81,9 +81,9 @@ def test_cells_take_their_share_of_a_and_no_more(delta, f):
 
 
 def test_ledger_check_catches_cells_that_spend_a_whole_budget_again(monkeypatch):
-    orig = privacy_mod._cell_lines_gaussian
+    orig = privacy_mod.cell_lines_gaussian
     # the natural slip: the cells' noise multiplier from A's whole budget (z_a), not from their share f
-    monkeypatch.setattr(privacy_mod, "_cell_lines_gaussian",
+    monkeypatch.setattr(privacy_mod, "cell_lines_gaussian",
                         lambda z, phi, *a: orig(z * math.sqrt(0.5), phi, *a))  # f = 0.5: z_a = z·√f
     with pytest.raises(AssertionError):
         _ledger_check(1e-6, 0.5)
