@@ -169,7 +169,7 @@ class MergeReduce:
         (:mod:`dpstream.drift_decay`); ``stopped`` applies the clusters test to the first epoch too and as
         soon as the newer epochs have released enough points to tell (an option).
       release_min_points: an old epoch that released fewer than this many times k points leaves the
-        release fit once a newer epoch released at least that many (0: off; points a decay rule spares
+        release fit once a newer epoch released at least that many (default 1; 0: off; points a decay rule spares
         keep their weight; :func:`dpstream.epochs.release_fit_sample`, ``release_epoch_decay`` < 1 only).
       release_cover_factor: with the ``covered`` rule, an old point decays when a newer epoch's point is
         within this many times the newer points' spacing (> 0).
@@ -192,7 +192,7 @@ class MergeReduce:
     release_epoch_decay: float = 0.5
     release_decay_rule: ReleaseDecayRule = ReleaseDecayRule.DRIFT
     release_cover_factor: float = 3.0
-    release_min_points: float = 0.0
+    release_min_points: float = 1.0
 
 
 @dataclass(frozen=True)

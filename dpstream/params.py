@@ -187,7 +187,8 @@ class EngineConfig:
         for name in CELLS_OPTIONS:  # off (the default): the same dict as before the cells' options
             if getattr(self, name) == _DEFAULTS[name]:
                 d.pop(name)
-        if not self.release_min_points:  # off (the default): the same dict as before the option
+        if self.release_min_points == 1.0:  # the default: the same dict as before the option (what a default
+            # run releases is told apart by ALGORITHM_VERSION, part of a run's identity)
             d.pop("release_min_points")
         if self.first_flush_leaves == 1.0:  # the default: the same dict as before the option (what a default
             # run releases is told apart by ALGORITHM_VERSION, part of a run's identity)

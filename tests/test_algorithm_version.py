@@ -26,11 +26,14 @@ pytestmark = pytest.mark.filterwarnings("ignore::dpstream.noise.UnsafeSeedWarnin
 # it released under 2, the stream in cluster order does not; 4: the first flush waits for a DP count that
 # can fill one of A's leaves — the two streams above release what they released under 3, and the digest
 # covers a third, of small ticks, which does not; 5: whole epochs a permutation test says the stream drifted
-# away from keep their weight — the shuffled stream releases what it released under 4)
+# away from keep their weight — the shuffled stream releases what it released under 4; 6: an old epoch that
+# released fewer than k points leaves the release fit once a newer epoch released k, where the newer epochs
+# still arrive — rings, blocks and released coresets are version 5's, the released centers are not)
 DIGESTS = {2: "00a1e3e9c1a0e53761f36c00512e368f484ba2a743ae0ebcc1bce380d268e473",
            3: "29a3b67a78b927c07827247b740b9d5e0c5ff7e3bf3dc49cf3774cf7b9ab842b",
            4: "4b020335ebb0ecc0fce96f521a5e47244ce54ca0f630117ca02a13fe57d0f535",
-           5: "5f3d0b68d7634b18ab385a8265ac097eb0de750c487ef88fb6989c79ea9199a2"}
+           5: "5f3d0b68d7634b18ab385a8265ac097eb0de750c487ef88fb6989c79ea9199a2",
+           6: "14c0e9c280736eb8f1a31574ae7a880296e53188b91ddd8424c77afe85857e69"}
 
 
 def _rounded(x):
@@ -90,6 +93,9 @@ def test_the_default_runs_releases_change_only_with_the_algorithm_version():
 RULE_CONSTANTS = {3: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2},
                   4: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2},
                   5: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2,
+                      "drift_decay._POINTS_PER_CLUSTER": 2, "drift_decay._PERMUTATIONS": 200,
+                      "drift_decay._ALPHA": 0.01},
+                  6: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2,
                       "drift_decay._POINTS_PER_CLUSTER": 2, "drift_decay._PERMUTATIONS": 200,
                       "drift_decay._ALPHA": 0.01}}
 

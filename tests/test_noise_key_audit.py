@@ -231,7 +231,7 @@ def test_every_draw_has_its_own_key():
                               ("tree", CELLS), ("tree", GATED), ("tree", dict(tree_cells=0.5, cells_gate=0.5))):
         e, _ = run(_cfg(semicoreset=semicoreset, epoch_schedule="every", **over), _stream())
         assert e.epoch >= 2
-        assert key_reuse(e.noise.keys) == {}
+        assert key_reuse(e.noise.keys, twice=("release",)) == {}  # release_min_points (on): the fit's keys twice
         n_node_twice = sum(1 for (k, _), n in e.noise.keys.items() if n == 2)
         assert n_node_twice > 0  # node regeneration was exercised
 
@@ -239,11 +239,14 @@ def test_every_draw_has_its_own_key():
 def test_release_min_points_draws_the_release_fit_keys_twice_and_no_noise_key_again():
     """The rings' release (the fit with the option off) and the released fit draw the same post-processing
     keys on released sets; every mechanism's noise key is still drawn once."""
-    e, _ = run(_cfg(release_min_points=1.5, epoch_schedule="every"), _stream())
-    assert e.epoch >= 2
-    twice = key_reuse(e.noise.keys)
-    assert twice and {k[0] for k in twice} == {"release"}
-    assert key_reuse(e.noise.keys, twice=("release",)) == {}
+    for c in (1.0, 1.5):
+        e, _ = run(_cfg(release_min_points=c, epoch_schedule="every"), _stream())
+        assert e.epoch >= 2
+        twice = key_reuse(e.noise.keys)
+        assert twice and {k[0] for k in twice} == {"release"}
+        assert key_reuse(e.noise.keys, twice=("release",)) == {}
+    e, _ = run(_cfg(release_min_points=0.0, epoch_schedule="every"), _stream())  # off: no key twice at all
+    assert key_reuse(e.noise.keys) == {}
 
 
 def test_key_reuse_check_counts_one_key_drawn_at_two_sizes():

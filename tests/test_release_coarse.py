@@ -93,7 +93,7 @@ def test_the_option_changes_the_released_centers_only():
     """A shuffled stream of three clusters (epochs of 2, 3, 4 and 22 released points), the engine with the
     option and without in lockstep: every tick's released coreset and every epoch coreset are the default's
     (the rings are drawn around the default's centers, :func:`dpstream.release_step.ring_release`), the
-    fit sample and the centers differ at some tick, and 0 is the default."""
+    fit sample and the centers differ at some tick, and 1 is the default."""
     cfg = _cfg(epsilon=1.0, radius=15.0)
     on, off = Engine(cfg, SEED), Engine(cfg.with_(release_min_points=0.0), SEED)
     differ = 0
@@ -110,7 +110,7 @@ def test_the_option_changes_the_released_centers_only():
     np.testing.assert_array_equal(on.mr.centers, off.mr.centers)
     assert differ >= 1
     assert not np.array_equal(on._released.coreset.fit_weights, off._released.coreset.fit_weights)
-    assert decay_cfg("drift").release_min_points == 0.0
+    assert decay_cfg("drift").release_min_points == 1.0
 
 
 _RAW = {"n": 0}  # what a broken rule could read besides the released sets: the last tick's exact size
