@@ -62,11 +62,14 @@ def release_coreset(cfg: EngineConfig, noise, closed: Sequence[WeightedSet], ope
                     epoch: int, t: int) -> ReleaseCoreset:
     """The release coreset of tick t of the open epoch ``epoch``: ``closed`` are the closed epochs'
     coresets in order, ``open_`` the open epoch's released set (None or empty: nothing yet)."""
-    sets = list(closed) + ([open_] if open_ is not None else [])
-    S = WeightedSet.concat(sets, cfg.dim)
-    pts, w = epochs.release_sample(cfg, noise, S, epoch, t, cfg.z)
+    sets = _sets(closed, open_)
+    pts, w = epochs.release_sample(cfg, noise, WeightedSet.concat(sets, cfg.dim), epoch, t, cfg.z)
     fp, fw = epochs.release_fit_sample(cfg, noise, sets, pts, w, epoch, t, cfg.z)
     return ReleaseCoreset(pts, w, fp, fw)
+
+
+def _sets(closed: Sequence[WeightedSet], open_: Optional[WeightedSet]) -> list:
+    return list(closed) + ([open_] if open_ is not None else [])
 
 
 def fit_centers(cfg: EngineConfig, noise, coreset: ReleaseCoreset, epoch: int, t: int) -> np.ndarray:
@@ -88,10 +91,17 @@ def ring_release(cfg: EngineConfig, noise, closed: Sequence[WeightedSet], open_:
     option changes the k centers a tick releases, never the rings: the coarse epochs it leaves out of a
     short prefix's fit still spread the ring centers over regions the finer epochs cover thinly (measured
     on long low-d streams: china at ε = 4, 1.010 → 1.018 with the rings drawn around the option's centers,
-    1.012 without), so every ring, block, epoch coreset and released coreset is the default's."""
-    if cfg.release_min_points > 0:
-        return release(cfg.with_(release_min_points=0.0), noise, closed, open_, epoch, t)
-    return rel if rel is not None else release(cfg, noise, closed, open_, epoch, t)
+    1.012 without), so every ring, block, epoch coreset and released coreset is the default's. ``rel`` must
+    be the release of these sets: its coreset, which the option does not change, is not drawn again."""
+    if cfg.release_min_points <= 0:
+        return rel if rel is not None else release(cfg, noise, closed, open_, epoch, t)
+    off = cfg.with_(release_min_points=0.0)
+    if rel is None:
+        return release(off, noise, closed, open_, epoch, t)
+    pts, w = rel.coreset.points, rel.coreset.weights
+    fp, fw = epochs.release_fit_sample(off, noise, _sets(closed, open_), pts, w, epoch, t, off.z)
+    rc = ReleaseCoreset(pts, w, fp, fw)
+    return Released(rc, fit_centers(off, noise, rc, epoch, t))
 
 
 def released_ring_centers(cfg: EngineConfig, noise, rel: Released, epoch: int, t: int) -> np.ndarray:
