@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import cells
 from .blocks import RawBlock, clipped_means, group_sum
-from .rings import partition_nearest
 from .semicoreset_base import Semicoreset, WeightedSet
 
 
@@ -36,7 +36,9 @@ class LloydSemicoreset(Semicoreset):
         n_cells = n_parts * k
         owner = np.repeat(np.arange(n_parts), k)
         for it in range(cfg.lloyd_iters + 1):
-            cell = part * k + self._labels(y, part, C) if len(y) else np.zeros(0, dtype=np.int64)
+            # a point's label: its own row and its part's centers (every part's counts and sums are noised
+            # below whether it holds points or not)
+            cell = part * k + cells.label(y, part, C) if len(y) else np.zeros(0, dtype=np.int64)
             counts = np.bincount(cell, minlength=n_cells)
             noisy = self.noisy_counts(key + ("count", it), counts, owner)
             if it == cfg.lloyd_iters:
@@ -49,20 +51,3 @@ class LloydSemicoreset(Semicoreset):
             C = flat.reshape(n_parts, k, d)
         w = np.where(noisy >= self.count_tail(n_cells, key=key), noisy, 0)
         return WeightedSet(C.reshape(n_cells, d), w, owner)
-
-    @staticmethod
-    def _labels(y, part, C):
-        """Nearest of its part's centers for every point, one part at a time (bounded memory).
-
-        The order of the work depends on which parts hold points, but its result does
-        not: every part's counts and sums are noised below whether it is empty or not.
-        """
-        lab = np.empty(len(y), dtype=np.int64)
-        order = np.argsort(part, kind="stable")
-        sp = part[order]
-        starts = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]])
-        ends = np.r_[starts[1:], sp.size]
-        for a, b in zip(starts, ends):  # loop over non-empty parts, not points
-            idx = order[a:b]
-            lab[idx] = partition_nearest(y[idx], C[sp[a]])[0]  # a point's label: its own row and the centers
-        return lab
