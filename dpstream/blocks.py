@@ -53,10 +53,13 @@ def clip_to_unit_ball(y: np.ndarray) -> np.ndarray:
     return y
 
 
-def quantise(y: np.ndarray, grid: float) -> np.ndarray:
+def quantise(y: np.ndarray, grid: float, out: np.ndarray = None) -> np.ndarray:
     # the cast truncates toward zero, which keeps |q_j| ≤ |y_j|·grid: the ℓ1/ℓ2 bounds of y carry over. One
-    # pass: the product is cast as the ufunc writes it (the cast of ``astype``, without the n × d float array)
-    return np.multiply(y, grid, out=np.empty(np.shape(y), dtype=np.int64), casting="unsafe")
+    # pass: the product is cast as the ufunc writes it (the cast of ``astype``, without the n × d float array);
+    # ``out``: an int64 array of y's shape to write into (a reused buffer)
+    if out is None:
+        out = np.empty(np.shape(y), dtype=np.int64)
+    return np.multiply(y, grid, out=out, casting="unsafe")
 
 
 _QUANTISE_FLOATS = 1 << 21  # integers per row block of quantised_group_sum (one reused buffer, 16 MB)
@@ -73,7 +76,7 @@ def quantised_group_sum(index: np.ndarray, y: np.ndarray, grid: float, n_groups:
     buf = np.empty((min(rows, len(y)), d), dtype=np.int64)
     for a in range(0, len(y), rows):  # a loop over row blocks, not points
         b = min(a + rows, len(y))
-        q = np.multiply(y[a:b], grid, out=buf[:b - a], casting="unsafe")  # quantise's cast, into the buffer
+        q = quantise(y[a:b], grid, out=buf[:b - a])
         if 2 * n_groups > rows:
             held, local = np.unique(index[a:b], return_inverse=True)
             out[held] += group_sum(local, q, held.size)
