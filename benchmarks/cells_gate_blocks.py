@@ -3,7 +3,8 @@
 Runs ``first_releases.py`` with the same arguments and logs every block a ring releases: epoch, ring, block
 index j, tick, a sparse-vector fire or a flush, its exact point count (read from the engine's state: never
 part of a release), its parts, its size in units of parts·k·θ_k (θ_k: A's keep threshold; with ``cells_gate``
-the cells' keep threshold, the gate's unit) and, with ``cells_gate``, the DP estimate n̂ A was given and the mode it ran. Empty blocks
+the cells' keep threshold, the gate's unit; and in units of parts·k·θ_tree, θ_tree the plain tree's keep threshold,
+``cells_gate_max``'s unit) and, with ``cells_gate``, the DP estimate n̂ A was given and the mode it ran. Empty blocks
 are left out; the log follows the seeds' runs in order (a line ``seed s`` opens each).
 
     .venv/bin/python benchmarks/cells_gate_blocks.py emb784_1e4 --seeds 1 --declare-end --no-prefix tree_cells=0.69
@@ -32,6 +33,9 @@ def release_block(self, tick, *a):
         unit = self.block.n_parts * self.cfg.n_clusters * theta
         print(f"  e{self.epoch} r{self.ring} j{self.j} t{tick} {'flush' if _state['flush'] else 'fire'} n={n} "
               f"parts={self.block.n_parts} n/(parts·k·θ_k)={n / unit:.3f} (θ_k={theta:.1f})", end="")
+        if self.cfg.cells_gate:  # the plain tree's keep threshold too: cells_gate_max's unit
+            theta_tree = self.A.gated_tree().leaf_threshold()
+            print(f" n/(parts·k·θ_tree)={n / (unit / theta * theta_tree):.3f} (θ_tree={theta_tree:.1f})", end="")
     _release_block(self, tick, *a)
     if n:
         print(f" n̂={_state['n_hat']:.0f} mode={_state['mode']}" if "mode" in _state else "", flush=True)

@@ -238,6 +238,10 @@ class BlackBoxA:
         public numbers and the DP count estimate: the cells when d > ``cells_locate_dims`` (when set) and
         the points the stream counter counted since the ring's last release reach G·(parts)·k·θ_k,
         else the plain tree with A's whole budget (P22). Needs ``tree_cells``.
+      cells_gate_max: G_up > 0 (0, the default: no upper bound) bounds the gate from above: the cells only
+        while the points counted since the ring's last release stay under G_up·(parts)·k·θ_tree, θ_tree the
+        plain tree's keep threshold — a block that size gives the plain tree about k leaves per part or fewer,
+        a larger one gives it more and the plain tree wins (P22). Needs ``cells_gate``.
     """
     semicoreset: Semicoreset = Semicoreset.TREE
     tree_depth: Optional[int] = None
@@ -255,6 +259,7 @@ class BlackBoxA:
     cells_reseed: float = 0.0
     cells_count_share: float = 0.0
     cells_gate: float = 0.0
+    cells_gate_max: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -44,9 +44,9 @@ PARAMETERS = (
     # added later, so they come last: the earlier keys keep their order
     "flush_growth", "flush_min_blocks", "root_tail", "release_decay_rule", "release_cover_factor", "ring_tolerance",
     "tree_cells", "first_flush_leaves", "cells_locate_dims", "cells_lloyd_steps", "cells_lloyd_share",
-    "cells_overseed", "cells_reseed", "cells_count_share", "release_min_points", "cells_gate")
+    "cells_overseed", "cells_reseed", "cells_count_share", "release_min_points", "cells_gate", "cells_gate_max")
 CELLS_OPTIONS = ("cells_locate_dims", "cells_lloyd_steps", "cells_lloyd_share", "cells_overseed", "cells_reseed",
-                 "cells_count_share", "cells_gate")
+                 "cells_count_share", "cells_gate", "cells_gate_max")
 UNIT_FIELDS = ("max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit")
 _NAMES = {name: tuple(f.name for f in fields(cls)) for name, cls in GROUPS}
 _GROUP_OF = {field: name for name, names in _NAMES.items() for field in names}
@@ -76,6 +76,10 @@ def _check_cells_options(v: dict) -> None:
     gate = v["cells_gate"]
     _check(_is_num(gate) and math.isfinite(gate) and gate >= 0, f"cells_gate must be a number >= 0, got {gate!r}")
     v["cells_gate"] = float(gate)
+    top = v["cells_gate_max"]
+    _check(_is_num(top) and math.isfinite(top) and top >= 0, f"cells_gate_max must be a number >= 0, got {top!r}")
+    v["cells_gate_max"] = float(top)
+    _check(not top or gate, "cells_gate_max needs cells_gate > 0 (it bounds the gate from above)")
     for name in CELLS_OPTIONS:
         _check(v[name] == _DEFAULTS[name] or f, f"{name} needs tree_cells > 0 (the options of A's cells)")
     _check(not split or steps, "cells_reseed needs cells_lloyd_steps (it moves the steps' dead centers)")

@@ -106,7 +106,11 @@ class TreeSemicoreset(Semicoreset):
         """``cells_gate`` = G (P22): the cells on a block iff they locate in fewer dimensions than d (when
         ``cells_locate_dims`` is set) and the DP count estimate ``n_hat`` of the stream's points since the
         ring's last release reaches G · n_parts · k · θ_k — on average G·θ_k points for each of the k cells of every part,
-        θ_k the cells' keep threshold. Public numbers and a released DP value only: post-processing."""
+        θ_k the cells' keep threshold — and, with ``cells_gate_max`` = G_up, stays under G_up · n_parts · k ·
+        θ_tree, θ_tree the plain tree's keep threshold (a block of n points keeps at most n/θ_tree leaves, so under
+        that bound the plain tree resolves about k leaves per part or fewer and the cells, k per part by
+        construction, are the better mode; above it the plain tree resolves more and wins). Public numbers and a
+        released DP value only: post-processing."""
         cfg = self.cfg
         if not cfg.tree_cells:
             return False
@@ -116,7 +120,10 @@ class TreeSemicoreset(Semicoreset):
             return False
         if n_hat is None:
             raise ValueError("cells_gate needs the DP count estimate of the block's ring")
-        return float(n_hat) >= cfg.cells_gate * n_parts * cfg.n_clusters * self.cells_threshold()
+        unit = n_parts * cfg.n_clusters
+        if cfg.cells_gate_max and float(n_hat) >= cfg.cells_gate_max * unit * self.gated_tree().leaf_threshold():
+            return False  # enough points for the plain tree to resolve more than k leaves per part: it wins
+        return float(n_hat) >= cfg.cells_gate * unit * self.cells_threshold()
 
     def run_gated(self, block, key, n_hat):
         if not self.cfg.tree_cells:

@@ -44,6 +44,10 @@ CELLS = dict(tree_cells=0.5, cells_lloyd_steps=2, cells_lloyd_share=0.2)
     (dict(cells_gate=-1.0), "cells_gate must be a number >= 0"),
     (dict(cells_gate=math.inf), "cells_gate must be a number >= 0"),
     (dict(cells_gate=True), "cells_gate must be a number >= 0"),
+    (dict(cells_gate=0.5, cells_gate_max=-1.0), "cells_gate_max must be a number >= 0"),
+    (dict(cells_gate=0.5, cells_gate_max=math.inf), "cells_gate_max must be a number >= 0"),
+    (dict(cells_gate=0.5, cells_gate_max=True), "cells_gate_max must be a number >= 0"),
+    (dict(cells_gate_max=1.5), "cells_gate_max needs cells_gate > 0"),
 ])
 def test_cells_gate_is_checked(kw, message):
     with pytest.raises(ValueError, match=re.escape(message)):
@@ -62,6 +66,11 @@ def test_off_is_the_configuration_and_plan_of_before():
     off, on = EngineConfig(**BASE, **CELLS), EngineConfig(**BASE, **CELLS, cells_gate=0.5)
     assert "cells_gate" not in off.to_dict() and on.to_dict()["cells_gate"] == 0.5
     assert EngineConfig(**BASE, **CELLS, cells_gate=0).to_dict() == off.to_dict()
+    # the upper bound off (the default): the gate's dict of before it; on, it adds its key and no plan line
+    bounded = EngineConfig(**BASE, **CELLS, cells_gate=0.5, cells_gate_max=1.5)
+    assert "cells_gate_max" not in on.to_dict() and bounded.to_dict() == {**on.to_dict(), "cells_gate_max": 1.5}
+    assert EngineConfig(**BASE, **CELLS, cells_gate=0.5, cells_gate_max=0).to_dict() == on.to_dict()
+    assert PrivacyPlan.build(bounded).to_dict() == PrivacyPlan.build(on).to_dict()
     p_off, p_on = PrivacyPlan.build(off), PrivacyPlan.build(on)
     assert "gated_lines" not in p_off.to_dict() and p_off.gated_lines == []
     # the gate adds no composed line: a record's A call runs one mode, whose lines are these or the gated ones
@@ -151,27 +160,38 @@ def _run(cfg, ticks, monkeypatch):
 
 
 def _replay(cfg, ticks, calls, epochs):
-    """[(n̂, mode)] of each A call from the stream counter's DP estimates (recomputed apart from the engine),
-    the release ticks, the epoch changes and public numbers alone."""
+    """[(n̂, mode, why)] of each A call from the stream counter's DP estimates (recomputed apart from the
+    engine), the release ticks, the epoch changes and public numbers alone; why: "cells", "below" the gate or
+    "above" its upper bound (``cells_gate_max``)."""
     counter = RunSetup(cfg, SEED).count_counter()
     counts = [float(counter.step(np.array([len(x)], dtype=np.int64))[0]) for x in ticks]
     start = {0: 0.0}  # the DP count when each epoch's rings opened
     for t in range(1, len(ticks)):
         if epochs[t] != epochs[t - 1]:
             start[epochs[t]] = counts[t]
-    theta = RunSetup(cfg, SEED).A.cells_threshold()  # the gate's unit: the cells' keep threshold
+    A = RunSetup(cfg, SEED).A
+    theta = A.cells_threshold()  # the gate's unit: the cells' keep threshold
+    theta_tree = A.gated_tree().leaf_threshold()  # the upper bound's: the plain tree's
     last, out = {}, []
     for tick, epoch, ring, n_parts, _, _ in calls:
         n_hat = counts[tick - 1] - last.get((epoch, ring), start[epoch])
         last[(epoch, ring)] = counts[tick - 1]
-        out.append((n_hat, "cells" if n_hat >= cfg.cells_gate * n_parts * cfg.n_clusters * theta else "tree"))
+        unit = n_parts * cfg.n_clusters
+        if cfg.cells_gate_max and n_hat >= cfg.cells_gate_max * unit * theta_tree:
+            out.append((n_hat, "tree", "above"))
+        elif n_hat >= cfg.cells_gate * unit * theta:
+            out.append((n_hat, "cells", "cells"))
+        else:
+            out.append((n_hat, "tree", "below"))
     return out
 
 
+@pytest.mark.parametrize("gate_max", [0.0, 1.3])
 @pytest.mark.parametrize("broken", [None, "exact_count"])
-def test_the_mode_is_a_function_of_dp_counts(monkeypatch, broken):
+def test_the_mode_is_a_function_of_dp_counts(monkeypatch, broken, gate_max):
     """Two streams with nothing in common but the seed: each A call's n̂ is the stream counter's DP estimate
-    since the ring's last release, recomputed apart from the engine, and its mode is the rule's on that n̂.
+    since the ring's last release, recomputed apart from the engine, and its mode is the rule's on that n̂ —
+    with ``cells_gate_max`` too, whose upper bound sends some blocks of these streams back to the plain tree.
     The broken engine gives A its block's exact count instead; the check catches it."""
     if broken == "exact_count":
         orig = mr_mod.RingMergeReduce.release_block
@@ -182,18 +202,21 @@ def test_the_mode_is_a_function_of_dp_counts(monkeypatch, broken):
             return orig(self, tick, count)
 
         monkeypatch.setattr(mr_mod.RingMergeReduce, "release_block", exact)
-    cfg = _cfg()
+    cfg = _cfg(cells_gate_max=gate_max)
     dense = three_blob_ticks(1, [100] * 24)
     sparse_ = three_blob_ticks(2, [0, 3, 0, 70, 5, 0, 0, 200, 1, 0, 0, 0, 90, 0, 0, 4, 0, 0, 0, 0, 300, 0, 7, 0])
-    ok, modes = True, set()
+    ok, modes, whys = True, set(), set()
     for s in (dense, sparse_):
         _, calls, epochs = _run(cfg, s, monkeypatch)
         got = [(n_hat, mode) for *_, n_hat, mode in calls]
         want = _replay(cfg, s, calls, epochs)
-        ok &= [m for _, m in got] == [m for _, m in want] and np.allclose([n for n, _ in got], [n for n, _ in want])
+        ok &= [m for _, m in got] == [m for _, m, _ in want] and np.allclose([n for n, _ in got],
+                                                                             [n for n, _, _ in want])
         modes |= {m for _, m in got}
-    if broken is None:  # both modes run on these streams
+        whys |= {w for *_, w in want}
+    if broken is None:  # both modes run on these streams, and with the upper bound each of its three cases
         assert modes == {"cells", "tree"}
+        assert whys == ({"cells", "below", "above"} if gate_max else {"cells", "below"})
     assert ok == (broken is None)
 
 
@@ -240,15 +263,18 @@ def test_at_d_up_to_the_locate_dims_the_cells_never_run(monkeypatch):
     assert "cells" in {mode for *_, mode in calls}
 
 
-@pytest.mark.parametrize("dim, delta, lloyd", [(2, 1e-6, False), (20, 0.0, True)])
-def test_a_gate_no_block_reaches_releases_what_the_defaults_release(dim, delta, lloyd):
-    """Every block on the plain tree: the gated tree is the defaults' tree (depth, keep factor, count share,
-    the ring's directions and every noise key), and the block size and first flush follow its threshold."""
+@pytest.mark.parametrize("dim, delta, lloyd, gate", [(2, 1e-6, False, dict(cells_gate=1e9)),
+                                                    (20, 0.0, True, dict(cells_gate=1e9)),
+                                                    (20, 1e-6, True, dict(cells_gate=1e-9, cells_gate_max=1e-9))])
+def test_a_gate_no_block_reaches_releases_what_the_defaults_release(dim, delta, lloyd, gate):
+    """Every block on the plain tree, under the gate (G too high) or over its upper bound (G_up too low): the
+    gated tree is the defaults' tree (depth, keep factor, count share, the ring's directions and every noise
+    key), and the block size and first flush follow its threshold."""
     rng = np.random.default_rng(3)
     means = rng.normal(scale=6.0, size=(3, dim))
     ticks = [means[rng.integers(0, 3, 150)] + rng.normal(size=(150, dim)) for _ in range(40)]
     base = dict(n_clusters=3, dim=dim, radius=30.0, epsilon=1.0, delta=delta, horizon_ticks=64)
-    cells = dict(tree_cells=0.4, cells_gate=1e9, **(dict(cells_lloyd_steps=2, cells_lloyd_share=0.2) if lloyd else {}))
+    cells = dict(tree_cells=0.4, **gate, **(dict(cells_lloyd_steps=2, cells_lloyd_share=0.2) if lloyd else {}))
     runs = []
     for kw in ({}, cells):
         e = Engine(EngineConfig(**base, **kw), SEED)

@@ -609,10 +609,12 @@ def test_batch_job_with_the_cells_seeding_releases_what_the_engine_releases(tmp_
     assert any(len(r["coreset_weights"]) for r in got)
 
 
-def test_batch_job_with_the_cells_gate_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
+@pytest.mark.parametrize("gate_max", [0.0, 1.7])
+def test_batch_job_with_the_cells_gate_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch, gate_max):
     """cells_gate (A's mode per block from the DP count since the ring's last release: the epoch planner's
-    counts reach the job's rings with each tick's plan): the job's releases are the engine's, with both modes
-    run on this stream."""
+    counts reach the job's rings with each tick's plan), with and without its upper bound cells_gate_max: the
+    job's releases are the engine's, with both modes run on this stream and, with the bound, blocks over it
+    sent to the plain tree."""
     import dpstream.semicoresets as sc_mod
 
     modes = []
@@ -620,14 +622,18 @@ def test_batch_job_with_the_cells_gate_releases_what_the_engine_releases(tmp_pat
 
     def run_gated(self, block, key, n_hat):
         out = orig(self, block, key, n_hat)
-        modes.append(self.last_mode)
+        unit = block.n_parts * self.cfg.n_clusters * self.gated_tree().leaf_threshold()
+        over = bool(self.cfg.cells_gate_max) and n_hat >= self.cfg.cells_gate_max * unit
+        modes.append("over" if over else self.last_mode)
+        assert not over or self.last_mode == "tree"
         return out
 
     monkeypatch.setattr(sc_mod.TreeSemicoreset, "run_gated", run_gated)
-    got, want, cfg = _job_and_engine_with(dict(tree_cells=0.4, cells_gate=0.5), 6, tmp_path, seed_file, monkeypatch)
-    assert cfg.cells_gate == 0.5
+    got, want, cfg = _job_and_engine_with(dict(tree_cells=0.4, cells_gate=0.5, cells_gate_max=gate_max), 6,
+                                          tmp_path, seed_file, monkeypatch)
+    assert (cfg.cells_gate, cfg.cells_gate_max) == (0.5, gate_max)
     assert got == want and len(got) == 40
-    assert {"cells", "tree"} <= set(modes)
+    assert set(modes) == ({"cells", "tree", "over"} if gate_max else {"cells", "tree"})
 
 
 def test_batch_job_with_ring_tolerance_releases_what_the_engine_releases(tmp_path, seed_file):
