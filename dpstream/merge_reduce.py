@@ -10,7 +10,8 @@ Block j of ring i in epoch e is opened with the tree directions of key ("A", e, 
 the ring's blocks) and released under the key ("A", e, i, j), exactly once: a fire or the flush of an epoch change or
 the horizon. The flush sends every ring's pending block through A — every part, empty ones
 included — so no point is lost and each point still enters exactly one A call (P6,
-P9). Each ring is a separate state machine (:class:`RingMergeReduce`), so a Beam
+P9). With ``part_fire`` (P23) a second sparse vector per (ring, part) also releases a ring's block when one of
+its parts piles up; a ring still releases at most once per tick. Each ring is a separate state machine (:class:`RingMergeReduce`), so a Beam
 stage can hold one ring per key and draw the same noise.
 """
 from __future__ import annotations
@@ -19,6 +20,7 @@ from typing import List, Optional
 
 import numpy as np
 
+from . import rules
 from .coresets import sensitivity_sample
 from .noise import NoiseSource
 from .params import EngineConfig
@@ -128,6 +130,8 @@ class EpochMergeReduce:
         I = cfg.n_rings
         self.block_size = int(block_size)
         self.svt = LevelZeroAboveThreshold(I, self.block_size, plan.svt_scale, noise, ("svt", epoch))
+        self.psvt = part_svt(cfg, plan, noise, A, epoch, self.centers.shape[0], self.block_size)
+        self.part_fires = 0  # releases the part sparse vector caused (a ring fire on the same tick: not counted)
         self.rings = [RingMergeReduce(cfg, noise, A, epoch, i, self.centers, count0) for i in range(I)]
         self.version = 0
         self.fires = 0
@@ -144,7 +148,17 @@ class EpochMergeReduce:
                 sel = order[bounds[i]:bounds[i + 1]]
                 self.rings[i].add(x[sel], f[sel])
         arrivals = np.bincount(ring, minlength=I) if len(x) else np.zeros(I, dtype=np.int64)
-        fired = self.svt.step(tick, arrivals)
+        if self.psvt is None:
+            fired = self.svt.step(tick, arrivals)
+        else:  # P23: a ring releases when its count or one of its parts' passes; once a tick either way
+            P = self.centers.shape[0]
+            cells = (np.bincount(ring * P + f, minlength=I * P) if len(x) else np.zeros(I * P, dtype=np.int64))
+            ring_fired = self.svt.test(tick, arrivals)
+            part_fired = self.psvt.test(tick, cells).reshape(I, P).any(axis=1)
+            fired = ring_fired | part_fired
+            self.part_fires += int((part_fired & ~ring_fired).sum())
+            self.svt.restart(tick, fired)
+            self.psvt.restart(tick, np.repeat(fired, P))
         for i in np.flatnonzero(fired):
             self.rings[i].release_block(tick, count)
         if fired.any():
@@ -156,9 +170,12 @@ class EpochMergeReduce:
         """Release every ring's open block — except a ring that fired at this very tick, whose new
         block is empty by construction (a function of its ⊤ output): a ring releases at most once
         per tick, which is what A's run-wide threshold counts with."""
+        flushed = np.array([r.last_release != tick for r in self.rings])
         for r in self.rings:
             if r.last_release != tick:
                 r.release_block(tick, count)
+        if self.psvt is not None:  # the flushed rings' part counts restart (their pending blocks are empty)
+            self.psvt.restart(tick, np.repeat(flushed, self.centers.shape[0]), ("flush",))
         self.fires += 1
         self.version += 1
 
@@ -170,4 +187,19 @@ class EpochMergeReduce:
         return sum(r.block.n for r in self.rings)
 
     def state_floats(self) -> int:
-        return sum(r.state_floats() for r in self.rings) + self.svt.state_floats() + self.centers.size
+        return (sum(r.state_floats() for r in self.rings) + self.svt.state_floats() + self.centers.size
+                + (self.psvt.state_floats() if self.psvt is not None else 0))
+
+
+def part_svt(cfg: EngineConfig, plan: PrivacyPlan, noise: NoiseSource, A: Semicoreset, epoch: int, n_parts: int,
+             block_size: int, ring: Optional[int] = None) -> Optional[LevelZeroAboveThreshold]:
+    """The part sparse vector of an epoch (``part_fire``, P23; None when off): one LevelZero-AboveThreshold
+    instance per (ring, part), instance i·P + f, thresholds from :func:`dpstream.rules.part_fire_threshold`.
+    With ``ring`` = i, only ring i's P instances (a Beam key per ring), the same draws."""
+    if not cfg.part_fire:
+        return None
+    I, P = cfg.n_rings, int(n_parts)
+    thr = np.tile(rules.part_fire_threshold(cfg.part_fire, block_size, P, A.leaf_threshold(), cfg.n_clusters,
+                                            cfg.block_leaves), I)
+    span = None if ring is None else (ring * P, (ring + 1) * P)
+    return LevelZeroAboveThreshold(I * P, thr, plan.part_svt_scale, noise, ("part-svt", epoch), span=span)
