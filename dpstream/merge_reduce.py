@@ -130,7 +130,7 @@ class EpochMergeReduce:
         I = cfg.n_rings
         self.block_size = int(block_size)
         self.svt = LevelZeroAboveThreshold(I, self.block_size, plan.svt_scale, noise, ("svt", epoch))
-        self.psvt = part_svt(cfg, plan, noise, A, epoch, self.centers.shape[0], self.block_size)
+        self.psvt = part_svt(cfg, plan, noise, epoch, self.centers.shape[0], self.block_size)
         self.part_fires = 0  # releases the part sparse vector caused (a ring fire on the same tick: not counted)
         self.rings = [RingMergeReduce(cfg, noise, A, epoch, i, self.centers, count0) for i in range(I)]
         self.version = 0
@@ -191,15 +191,14 @@ class EpochMergeReduce:
                 + (self.psvt.state_floats() if self.psvt is not None else 0))
 
 
-def part_svt(cfg: EngineConfig, plan: PrivacyPlan, noise: NoiseSource, A: Semicoreset, epoch: int, n_parts: int,
-             block_size: int, ring: Optional[int] = None) -> Optional[LevelZeroAboveThreshold]:
+def part_svt(cfg: EngineConfig, plan: PrivacyPlan, noise: NoiseSource, epoch: int, n_parts: int, block_size: int,
+             ring: Optional[int] = None) -> Optional[LevelZeroAboveThreshold]:
     """The part sparse vector of an epoch (``part_fire``, P23; None when off): one LevelZero-AboveThreshold
     instance per (ring, part), instance i·P + f, thresholds from :func:`dpstream.rules.part_fire_threshold`.
     With ``ring`` = i, only ring i's P instances (a Beam key per ring), the same draws."""
     if not cfg.part_fire:
         return None
     I, P = cfg.n_rings, int(n_parts)
-    thr = np.tile(rules.part_fire_threshold(cfg.part_fire, block_size, P, A.leaf_threshold(), cfg.n_clusters,
-                                            cfg.block_leaves), I)
+    thr = np.tile(rules.part_fire_threshold(cfg.part_fire, block_size, P), I)
     span = None if ring is None else (ring * P, (ring + 1) * P)
     return LevelZeroAboveThreshold(I * P, thr, plan.part_svt_scale, noise, ("part-svt", epoch), span=span)

@@ -69,16 +69,24 @@ def test_off_is_the_default_and_leaves_the_configuration_and_plan_as_before():
     assert e.mr.psvt is None
 
 
-def test_threshold_rule_is_c_times_a_parts_share_of_the_block_without_its_floor():
-    # M' = c_M·k·θ_k when the sparse vector's floor holds M above it; M when M is smaller
-    np.testing.assert_array_equal(rules.part_fire_threshold(3.0, 4000, 11, 110.0, 10, 1.0), np.full(11, 300.0))
-    np.testing.assert_array_equal(rules.part_fire_threshold(3.0, 550, 11, 110.0, 10, 1.0), np.full(11, 150.0))
-    assert rules.part_fire_threshold(2.0, 500, 1, 1000.0, 3, 2.0).tolist() == [1000.0]
+def test_threshold_rule_is_c_times_a_parts_share_of_the_block():
+    np.testing.assert_array_equal(rules.part_fire_threshold(3.0, 1100, 11), np.full(11, 300.0))
+    assert rules.part_fire_threshold(2.0, 500, 1).tolist() == [1000.0]
     cfg = _cfg()
     e = Engine(cfg, SEED)
-    assert e.block_size > cfg.block_leaves * cfg.n_clusters * e.A.leaf_threshold()  # the floor holds M here
-    thr = rules.part_fire_threshold(cfg.part_fire, e.block_size, 1, e.A.leaf_threshold(), 3, cfg.block_leaves)
+    thr = rules.part_fire_threshold(cfg.part_fire, e.block_size, 1)
     np.testing.assert_allclose(e.mr.psvt.threshold, np.tile(thr, cfg.n_rings))
+
+
+@pytest.mark.parametrize("eps", [1.0, 8.0])
+def test_the_block_size_floor_reads_the_sparse_vectors_whole_budget(eps):
+    """The ring sparse vector keeps a third of ε_svt; M's floor 4·b_svt·ln T is still that of the whole ε_svt,
+    so M is the block size without the option (here held by the floor: k·θ_k is far below it)."""
+    on, off = _cfg(epsilon=eps), _cfg(epsilon=eps, part_fire=0)
+    e_on, e_off = Engine(on, SEED), Engine(off, SEED)
+    assert e_on.plan.svt_scale == pytest.approx(3 * e_off.plan.svt_scale)
+    assert abs(e_on.block_size - e_off.block_size) <= 1  # (float rounding of the same floor)
+    assert e_off.block_size == int(4 * e_off.plan.svt_scale * math.log(on.horizon_ticks))
 
 
 def test_unit_bound_scales_the_part_sparse_vector_as_the_ring_one():
@@ -231,9 +239,7 @@ def _audit_fires(n_parts=400, thr=150.0):
     rate the ledger line's scale gives them (C chosen so that the rule's threshold is ``thr`` points, about
     one Laplace scale)."""
     base = _cfg(epsilon=1.0, n_clusters=2)
-    A = Engine(base, SEED).A
-    leaves = base.block_leaves * base.n_clusters * A.leaf_threshold()
-    cfg = base.with_(part_fire=thr * n_parts / leaves)
+    cfg = base.with_(part_fire=thr * n_parts / Engine(base, SEED).block_size)
     e = Engine(cfg, SEED)
     rng = np.random.default_rng(0)
     centers = rng.normal(size=(n_parts, cfg.dim))
@@ -251,8 +257,7 @@ def _audit_fires(n_parts=400, thr=150.0):
     mr.step(1, np.zeros((0, cfg.dim)), empty, empty)
     line = {ln.component: ln for ln in e.plan.lines}["part sparse vector"]
     b = 2 * line.sensitivity / line.epsilon  # the ledger line's Laplace scale Lap(2Δ/ε)
-    t = rules.part_fire_threshold(cfg.part_fire, e.block_size, n_parts, e.A.leaf_threshold(), cfg.n_clusters,
-                                  cfg.block_leaves)[0]
+    t = rules.part_fire_threshold(cfg.part_fire, e.block_size, n_parts)[0]
     assert t == pytest.approx(thr)
     x = t / b
     return seen, math.exp(-x) * (2 + x) / 4, cfg.n_rings * n_parts

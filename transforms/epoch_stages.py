@@ -270,7 +270,7 @@ class _RingFn(_EpochStageFn):
                                                            ctx.noise, ("svt", e), index=i)
                 svt.noise = ctx.noise
                 if cfg.part_fire:
-                    psvt = st.psvt or part_svt(cfg, ctx.plan, ctx.noise, ctx.A, e, st.centers.shape[0], ctx.block_size, i)
+                    psvt = st.psvt or part_svt(cfg, ctx.plan, ctx.noise, e, st.centers.shape[0], ctx.block_size, i)
                     psvt.noise = ctx.noise
                 unmerged = []  # this firing's partial sketches not yet in the block (sums of integers)
             n = sum(int(parts[sh][-1]) for sh in parts)
