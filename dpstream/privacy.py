@@ -97,10 +97,10 @@ def pld_discretisation(epsilon: float) -> float:
 
 
 # ``part_fire`` (P23): the part sparse vector's share of the sparse vector's ε (the ring one keeps the rest).
-# Two thirds: a part's threshold (C·M'/P, rules.part_fire_threshold) is a fraction of the ring's M, so the
-# part instances need the smaller noise; the ring one's larger noise only raises M's floor 4·b_svt·ln T.
-# Measured (benchmarks/results/tail_flush.md): at one half, shuffled gmm100 lost 2.893 → 3.236 from noise
-# fires of the part instances; at two thirds 2.893.
+# Two thirds: a part's threshold (C·M/P, rules.part_fire_threshold) is a fraction of the ring's M, so the
+# part instances need the smaller noise (M's floor reads the whole ε_svt: rules.block_size). Measured
+# (benchmarks/results/tail_flush.md, C = 3): at one half, shuffled gmm100 lost 2.893 → 3.236 to part fires;
+# at two thirds 2.893; at one third the part instances fired on noise (blobs 10⁴: 338 part fires at C = 2).
 PART_SVT_SHARE = 2.0 / 3.0
 _PLD_MAX_EPS = 30.0  # beyond this the PLD grids overflow; the basic sum is used instead
 

@@ -70,7 +70,7 @@ def block_size(cfg, plan, leaf_threshold: float) -> int:
     blocks at a fraction of M by design, and a floor three times higher held blobs 10⁴'s blocks at 5,990
     points instead of 2,352 (with a declared end 1.199 → 1.423, no part fire involved)."""
     b_svt = plan.svt_scale
-    if getattr(cfg, "part_fire", 0):
+    if cfg.part_fire:
         from .privacy import PART_SVT_SHARE
         b_svt *= 1.0 - PART_SVT_SHARE  # the ring sparse vector's scale with the whole ε_svt
     svt_floor = 4.0 * b_svt * math.log(max(cfg.horizon_ticks, 2))
