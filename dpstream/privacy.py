@@ -50,6 +50,7 @@ from .cells import locate_dims
 from .ledger_lines import (LedgerLine, cell_lines_gaussian, cell_lines_pure, gaussian_epsilon,
                            lloyd_lines_gaussian, lloyd_lines_pure, tree_lines_gaussian, tree_lines_pure)
 from .params import EngineConfig
+from . import rules
 
 # dp_accounting (and the scipy.stats it loads) is imported by the functions that account, not with the
 # module: it takes longer than the rest of dpstream together, and reading releases never needs it.
@@ -96,12 +97,6 @@ def pld_discretisation(epsilon: float) -> float:
     return min(1e-2, max(1e-4, 1e-3 * epsilon))
 
 
-# ``part_fire`` (P23): the part sparse vector's share of the sparse vector's ε (the ring one keeps the rest).
-# Two thirds: a part's threshold (C·M/P, rules.part_fire_threshold) is a fraction of the ring's M, so the
-# part instances need the smaller noise (M's floor reads the whole ε_svt: rules.block_size). Measured
-# (benchmarks/results/tail_flush.md, C = 3): at one half, shuffled gmm100 lost 2.893 → 3.236 to part fires;
-# at two thirds 2.893; at one third the part instances fired on noise (blobs 10⁴: 338 part fires at C = 2).
-PART_SVT_SHARE = 2.0 / 3.0
 _PLD_MAX_EPS = 30.0  # beyond this the PLD grids overflow; the basic sum is used instead
 
 
@@ -262,9 +257,9 @@ class PrivacyPlan:
         if math.isinf(cfg.epsilon):
             return cls._non_private(cfg, n_inst, m_c, m_s, test_seed)
         eps_svt = w_svt * cfg.epsilon
-        # part_fire (P23): the part sparse vector takes PART_SVT_SHARE of the sparse vector's ε, the ring one
+        # part_fire (P23): the part sparse vector takes rules.PART_SVT_SHARE of the sparse vector's ε, the ring one
         # keeps the rest; the pure part of the plan (ε_svt) is the same, so no other line moves
-        eps_ring = eps_svt * (1.0 - PART_SVT_SHARE) if cfg.part_fire else eps_svt
+        eps_ring = eps_svt * (1.0 - rules.PART_SVT_SHARE) if cfg.part_fire else eps_svt
         svt_scale = 2.0 * rel1 * g / eps_ring  # monotone SVT, Lyu–Su–Li: Lap(2Δ/ε) threshold and query
         lines: List[LedgerLine] = []
         lines.append(LedgerLine("sparse vector (Alg. 5)", "svt", svt_scale, rel1 * g, 1, eps_ring,

@@ -62,6 +62,14 @@ def count_share(k: int, d: int, semicoreset: str) -> float:
     return 0.5 if d <= 16 else 0.25
 
 
+# ``part_fire`` (P23): the part sparse vector's share of the sparse vector's ε (the ring one keeps the rest).
+# Two thirds: a part's threshold (C·M/P, part_fire_threshold) is a fraction of the ring's M, so the
+# part instances need the smaller noise (M's floor reads the whole ε_svt: block_size). Measured
+# (benchmarks/results/tail_flush.md, C = 3): at one half, shuffled gmm100 lost 2.893 → 3.236 to part fires;
+# at two thirds 2.893; at one third the part instances fired on noise (blobs 10⁴: 338 part fires at C = 2).
+PART_SVT_SHARE = 2.0 / 3.0
+
+
 def block_size(cfg, plan, leaf_threshold: float) -> int:
     """M, the level-0 block size: c_M·k leaves of the release's keep threshold θ_k (so a block can
     hold k clusters whose every leaf passes), and enough that the sparse vector's noise cannot fire
@@ -71,7 +79,6 @@ def block_size(cfg, plan, leaf_threshold: float) -> int:
     points instead of 2,352 (with a declared end 1.199 → 1.423, no part fire involved)."""
     b_svt = plan.svt_scale
     if cfg.part_fire:
-        from .privacy import PART_SVT_SHARE
         b_svt *= 1.0 - PART_SVT_SHARE  # the ring sparse vector's scale with the whole ε_svt
     svt_floor = 4.0 * b_svt * math.log(max(cfg.horizon_ticks, 2))
     m = max(svt_floor, cfg.block_leaves * cfg.n_clusters * leaf_threshold)

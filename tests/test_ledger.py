@@ -34,7 +34,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy.stats import norm
 
 import dpstream.privacy as privacy_mod
-from dpstream import Engine, EngineConfig
+from dpstream import Engine, EngineConfig, rules
 from dpstream.params import EngineConfig as _EC
 from dpstream.privacy import PrivacyPlan
 
@@ -425,7 +425,7 @@ def test_part_fire_takes_its_budget_from_the_sparse_vector_share(delta):
     part = {ln.component: ln for ln in p_on.lines}["part sparse vector"]
     eps_svt = {ln.component: ln for ln in p_off.lines}["sparse vector (Alg. 5)"].epsilon
     assert ring.epsilon + part.epsilon == pytest.approx(eps_svt, rel=1e-12)
-    assert part.epsilon == pytest.approx(privacy_mod.PART_SVT_SHARE * eps_svt, rel=1e-12)
+    assert part.epsilon == pytest.approx(rules.PART_SVT_SHARE * eps_svt, rel=1e-12)
     assert p_on.part_svt_scale == part.noise == pytest.approx(2 * part.sensitivity / part.epsilon)
     assert p_on.svt_scale == ring.noise == pytest.approx(2 * ring.sensitivity / ring.epsilon)
     others = lambda p: [ln for ln in p.lines if "sparse vector" not in ln.component]  # noqa: E731
