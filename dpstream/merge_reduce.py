@@ -25,6 +25,7 @@ from .coresets import sensitivity_sample
 from .noise import NoiseSource
 from .params import EngineConfig
 from .privacy import PrivacyPlan
+from .rings import assign_parts
 from .semicoresets import Semicoreset, WeightedSet
 from .sparse_vector import LevelZeroAboveThreshold
 
@@ -123,7 +124,10 @@ class EpochMergeReduce:
     :class:`RingMergeReduce` states."""
 
     def __init__(self, cfg: EngineConfig, plan: PrivacyPlan, noise: NoiseSource, A: Semicoreset, epoch: int,
-                 centers: np.ndarray, block_size: int, count0: Optional[float] = 0.0):
+                 centers: np.ndarray, block_size: int, count0: Optional[float] = 0.0,
+                 release: Optional[WeightedSet] = None):
+        """``release``: the release coreset the epoch's centers were drawn from (``part_fire_rate`` reads its
+        weight per (ring, part); None: no rate term)."""
         self.cfg, self.plan, self.noise, self.A = cfg, plan, noise, A
         self.epoch = epoch
         self.centers = np.asarray(centers, dtype=float)
@@ -132,6 +136,13 @@ class EpochMergeReduce:
         self.svt = LevelZeroAboveThreshold(I, self.block_size, plan.svt_scale, noise, ("svt", epoch))
         self.psvt = part_svt(cfg, plan, noise, epoch, self.centers.shape[0], self.block_size)
         self.part_fires = 0  # releases the part sparse vector caused (a ring fire on the same tick: not counted)
+        self.part_shares = None  # W: the release's weight share per (ring, part) (``part_fire_rate``)
+        if self.psvt is not None and cfg.part_fire_rate and release is not None and len(release):
+            P = self.centers.shape[0]
+            r, f = assign_parts(release.points, self.centers, cfg.ring_base, I, cfg.ring_ratio, cfg.ring_tolerance)
+            w = np.bincount(r * P + f, weights=np.maximum(release.weights, 0.0), minlength=I * P)
+            if w.sum() > 0:
+                self.part_shares = (w / w.sum()).reshape(I, P)
         self.rings = [RingMergeReduce(cfg, noise, A, epoch, i, self.centers, count0) for i in range(I)]
         self.version = 0
         self.fires = 0
@@ -154,7 +165,7 @@ class EpochMergeReduce:
             P = self.centers.shape[0]
             cells = (np.bincount(ring * P + f, minlength=I * P) if len(x) else np.zeros(I * P, dtype=np.int64))
             ring_fired = self.svt.test(tick, arrivals)
-            part_fired = self.psvt.test(tick, cells).reshape(I, P).any(axis=1)
+            part_fired = self.psvt.test(tick, cells, self._raise_by(count)).reshape(I, P).any(axis=1)
             fired = ring_fired | part_fired
             self.part_fires += int((part_fired & ~ring_fired).sum())
             self.svt.restart(tick, fired)
@@ -165,6 +176,16 @@ class EpochMergeReduce:
             self.fires += 1
             self.version += 1
         return fired
+
+    def _raise_by(self, count: Optional[float]) -> Optional[np.ndarray]:
+        """``part_fire_rate``: how far the rate term lifts each (ring, part)'s threshold this tick (None: not at
+        all). n̂_i, the DP count since ring i's last release, is the one ``cells_gate`` reads."""
+        if self.part_shares is None or count is None:
+            return None
+        n_hat = float(count) - np.array([r.count_at_release for r in self.rings])
+        rate = rules.part_fire_rate_threshold(self.cfg.part_fire_rate, self.part_shares, n_hat,
+                                              self.plan.part_svt_scale).ravel()
+        return np.maximum(rate - self.psvt.threshold, 0.0)
 
     def flush(self, tick: int, count: Optional[float] = None) -> None:
         """Release every ring's open block — except a ring that fired at this very tick, whose new

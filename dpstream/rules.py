@@ -97,6 +97,23 @@ def part_fire_threshold(factor: float, block_size: int, n_parts: int) -> np.ndar
     return np.full(int(n_parts), float(factor) * float(block_size) / max(int(n_parts), 1))
 
 
+# the rate term's margin over the part sparse vector's noise, in Laplace scales (``part_fire_rate``)
+PART_FIRE_MARGIN = 8.0
+
+
+def part_fire_rate_threshold(rate: float, shares: np.ndarray, n_hat: np.ndarray, scale: float) -> np.ndarray:
+    """The rate term of the part threshold (``part_fire_rate`` = C2 > 0): C2·W_ij·n̂_i + Z·b_part per (ring i,
+    part j), the part threshold being the larger of it and :func:`part_fire_threshold`. W_ij: the share of the
+    release coreset's weight (the release the epoch's rings were drawn from) that falls in cell (i, j) under
+    the stream's own assignment; n̂_i: the DP count of the stream's points since ring i's last release; so
+    C2·W_ij·n̂_i is C2 times what the cell would hold if the stream kept the release's shape, and a stream in
+    raster order (an image's rows), whose cells fill as the release says they should, does not fire them,
+    while a new cluster lands in cells the release never saw (W ≈ 0). Z = :data:`PART_FIRE_MARGIN`, b_part
+    the part sparse vector's scale. Public values only: released weights, a released count, the plan."""
+    n = np.maximum(np.asarray(n_hat, dtype=float), 0.0)
+    return float(rate) * np.asarray(shares, dtype=float) * n[:, None] + PART_FIRE_MARGIN * float(scale)
+
+
 def max_epochs(horizon_ticks: int) -> int:
     """E_max = ⌊log2 T⌋ + 2: the most epochs one run of the "horizon" schedule opens (a public cap on
     its DP-count-driven adoptions: a stream whose count doubles no faster than the tick index never

@@ -79,13 +79,17 @@ class LevelZeroAboveThreshold:
         self.restart(tick, fired)
         return fired
 
-    def test(self, tick: int, arrivals: np.ndarray) -> np.ndarray:
+    def test(self, tick: int, arrivals: np.ndarray, raise_by=None) -> np.ndarray:
         """Add this tick's arrivals per instance and test each against its noisy threshold (no
         restart: :meth:`restart` follows, with the instances a caller restarts — those that fired and
-        any whose block was released for another public reason)."""
+        any whose block was released for another public reason). ``raise_by``: a public amount per
+        instance (≥ 0, this tick only) added to the threshold (a threshold that changes with released
+        values; the noise is the same)."""
         self.count = self.count + np.asarray(arrivals, dtype=np.int64)
         nu = self._draw(self.key + ("query", tick))
-        return self.count + nu >= self.noisy_threshold
+        if raise_by is None:
+            return self.count + nu >= self.noisy_threshold
+        return self.count + nu >= self.noisy_threshold + np.asarray(raise_by, dtype=float)
 
     def restart(self, tick: int, mask: np.ndarray, tag: tuple = ()) -> None:
         """Restart the instances in ``mask`` (LevelZero's restart: count 0, a fresh threshold drawn

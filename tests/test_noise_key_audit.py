@@ -108,13 +108,14 @@ GATED = dict(CELLS, cells_gate=0.5)
 
 # the part sparse vector (P23): its query keys every tick, its thresholds every tick and at every flush
 PART_FIRE = dict(part_fire=2.0)
+PART_FIRE_RATE = dict(part_fire=2.0, part_fire_rate=2.0)  # its threshold raised by released values: no new draw
 
 
-@pytest.mark.parametrize("semicoreset", ["tree", "lloyd", "snap", "cells", "gated", "part_fire"])
+@pytest.mark.parametrize("semicoreset", ["tree", "lloyd", "snap", "cells", "gated", "part_fire", "part_fire_rate"])
 @pytest.mark.parametrize("where", sorted(PLACEMENTS))
 def test_audit_same_keys_and_shapes(semicoreset, where):
-    cfg = _cfg(**{"cells": CELLS, "gated": GATED, "part_fire": PART_FIRE}.get(semicoreset,
-                                                                              dict(semicoreset=semicoreset)))
+    cfg = _cfg(**{"cells": CELLS, "gated": GATED, "part_fire": PART_FIRE, "part_fire_rate": PART_FIRE_RATE}.get(
+        semicoreset, dict(semicoreset=semicoreset)))
     e0, e1 = audit(cfg, _stream(), PLACEMENTS[where])
     assert sum(e0.noise.keys.values()) > 100  # the audit compared real runs
     assert e0.epoch >= 1  # an epoch change (flush) happened inside the audited run
@@ -123,7 +124,7 @@ def test_audit_same_keys_and_shapes(semicoreset, where):
         assert {"cells", "lloyd", "reseed"} <= drawn
     if semicoreset == "gated":  # and gated blocks ran the plain tree, along the ring's directions of a run without cells
         assert any(k[-1] == "directions" and k[-2] != "cells" for k, _ in e0.noise.keys)
-    if semicoreset == "part_fire":  # the part sparse vector drew its queries and thresholds, flushes included
+    if semicoreset.startswith("part_fire"):  # the part sparse vector drew its queries and thresholds, flushes included
         assert {"part-svt", "flush"} <= drawn
 
 

@@ -309,3 +309,78 @@ def test_audit_catches_broken_part_sparse_vectors(monkeypatch, name):
     seen, p, n = _audit_fires()
     with pytest.raises(AssertionError):
         check_rate(seen, p, n)
+
+
+# --------------------------------------------------------------------------- the rate term (``part_fire_rate``)
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(part_fire_rate=-1.0), "part_fire_rate must be a finite number >= 0"),
+    (dict(part_fire_rate=math.inf), "part_fire_rate must be a finite number >= 0"),
+    (dict(part_fire=0.0, part_fire_rate=2.0), "part_fire_rate needs part_fire > 0"),
+    (dict(part_fire_rate=2.0, bicriteria=False, privacy_split=(0.0, 0.1, 0.9, 0.0)),
+     "part_fire_rate needs a DP count estimate"),
+])
+def test_part_fire_rate_is_checked(kw, message):
+    with pytest.raises(ValueError, match=message):
+        _cfg(**kw)
+
+
+def test_rate_rule_is_c2_times_the_cells_share_of_the_count_plus_a_margin():
+    W = np.array([[0.5, 0.0], [0.25, 0.25]])
+    got = rules.part_fire_rate_threshold(2.0, W, np.array([100.0, -5.0]), 3.0)
+    np.testing.assert_allclose(got, [[100.0 + 24.0, 24.0], [24.0, 24.0]])  # a negative n̂ counts as 0
+
+
+def test_the_rate_term_reads_the_release_and_the_dp_count_only(monkeypatch):
+    """The rate term lifts a part's threshold by max(0, C2·W_ij·n̂_i + Z·b − C·M/P), recomputed here from the
+    release coreset the epoch's rings were drawn from (W) and the stream counter's released count (n̂): no
+    exact count of the data enters it (the mechanism's count and noise are those of the part sparse vector)."""
+    seen = []
+    orig = mr_mod.EpochMergeReduce._raise_by
+
+    def raise_by(self, count):
+        out = orig(self, count)
+        seen.append((self, count, None if out is None else out.copy()))
+        return out
+
+    monkeypatch.setattr(mr_mod.EpochMergeReduce, "_raise_by", raise_by)
+    cfg = _cfg(part_fire_rate=2.0)
+    e = Engine(cfg, SEED)
+    releases = {}
+    for t, x in enumerate(_in_order(), 1):
+        mr_before = e.mr
+        e.step(x)
+        if e.mr is not mr_before:
+            releases[id(e.mr)] = e._ring_release
+    checked = 0
+    for mr, count, out in seen:
+        if mr.epoch == 0:
+            assert out is None  # the first epoch's rings were drawn from no release
+            continue
+        rel = releases[id(mr)]
+        I, P = cfg.n_rings, mr.centers.shape[0]
+        r, f = assign_parts(rel.points, mr.centers, cfg.ring_base, I, cfg.ring_ratio, cfg.ring_tolerance)
+        W = np.bincount(r * P + f, weights=np.maximum(rel.weights, 0), minlength=I * P).reshape(I, P)
+        W = W / W.sum()
+        np.testing.assert_allclose(mr.part_shares, W)
+        assert out is not None and np.all(out >= 0)
+        checked += 1
+    assert checked > 5
+
+
+def test_the_rate_term_holds_back_parts_the_release_expects_full():
+    """A stream that keeps the shape of the release fills its cells as W says: the rate term raises those
+    cells' thresholds, so fewer part fires than without it on the same stream (blobs in cluster order, then
+    the same clusters again)."""
+    ticks = _in_order()
+    fires = {}
+    for rate in (0.0, 4.0):
+        e = Engine(_cfg(part_fire_rate=rate, horizon_ticks=60), SEED)
+        n = 0
+        for t in range(60):
+            mr = e.mr
+            before = mr.part_fires
+            e.step(ticks[t % len(ticks)])
+            n += mr.part_fires - before
+        fires[rate] = n
+    assert fires[4.0] < fires[0.0]

@@ -770,3 +770,12 @@ def test_batch_job_with_part_fire_releases_what_the_engine_releases(tmp_path, se
     assert job_mod.engine_config(job).part_fire == 2.0
     assert got == want and len(got) == 40
     assert sum(part_fires.values()) > 0  # the engine's part sparse vector did release blocks on this stream
+
+
+def test_the_job_refuses_part_fire_rate(tmp_path, seed_file, monkeypatch):
+    """part_fire_rate (the rate term of the part threshold) is the engine's only: the job refuses it rather
+    than release what the engine would not."""
+    _engine_overrides(monkeypatch, dict(part_fire=3.0, part_fire_rate=2.0))
+    X = _blobs(300, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="part_fire_rate is not available in the Beam job"):
+        _job_and_engine_on(X, tmp_path, seed_file, radius=12, k=3, tick_size=100, horizon=4, epsilon=1)
