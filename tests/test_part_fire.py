@@ -111,9 +111,9 @@ def _spy(monkeypatch):
     orig_release = sc_mod.Semicoreset.release
     orig_block = mr_mod.RingMergeReduce.release_block
 
-    def test(self, tick, arrivals):
+    def test(self, tick, arrivals, *a):
         log["tests"].append((self.key, tick, np.array(arrivals, dtype=np.int64)))
-        return orig_test(self, tick, arrivals)
+        return orig_test(self, tick, arrivals, *a)
 
     def release(self, block, key, *a):
         log["a_points"] += int(block.n)
@@ -182,9 +182,9 @@ def _broken_two_parts(monkeypatch):
     """Each point also counted in the next part (two instances per record)."""
     orig = svt_mod.LevelZeroAboveThreshold.test  # already the spy
 
-    def test(self, tick, arrivals):
+    def test(self, tick, arrivals, *rest):
         a = np.asarray(arrivals, dtype=np.int64)
-        return orig(self, tick, a + np.roll(a, 1) if self.key[0] == "part-svt" else a)
+        return orig(self, tick, a + np.roll(a, 1) if self.key[0] == "part-svt" else a, *rest)
 
     monkeypatch.setattr(svt_mod.LevelZeroAboveThreshold, "test", test)
 
@@ -247,8 +247,8 @@ def _audit_fires(n_parts=400, thr=150.0):
     seen = []
     orig = mr.psvt.test
 
-    def test(tick, arrivals):
-        out = orig(tick, arrivals)
+    def test(tick, arrivals, *a):
+        out = orig(tick, arrivals, *a)
         seen.append((tick, out.copy()))
         return out
 
@@ -328,7 +328,8 @@ def test_part_fire_rate_is_checked(kw, message):
 def test_rate_rule_is_c2_times_the_cells_share_of_the_count_plus_a_margin():
     W = np.array([[0.5, 0.0], [0.25, 0.25]])
     got = rules.part_fire_rate_threshold(2.0, W, np.array([100.0, -5.0]), 3.0)
-    np.testing.assert_allclose(got, [[100.0 + 24.0, 24.0], [24.0, 24.0]])  # a negative n̂ counts as 0
+    z = 3.0 * rules.PART_FIRE_MARGIN
+    np.testing.assert_allclose(got, [[100.0 + z, z], [z, z]])  # a negative n̂ counts as 0
 
 
 def test_the_rate_term_reads_the_release_and_the_dp_count_only(monkeypatch):
