@@ -168,9 +168,13 @@ def main(argv=None):
     for s in range(a.seeds):
         m = DPStreamClusterer(ds.k, epsilon=a.eps, delta=1e-6, radius=ds.radius, center=ds.center, random_state=s,
                               tick_size=ds.tick, **({"horizon_ticks": ds.T} if a.exact else {}), **kw)
-        ck, epochs, notes, flushes = {}, [], [], []
+        ck, epochs, notes, flushes, part_fires = {}, [], [], [], {}
         for t in range(1, last_tick + 1):
+            mr = m.engine_.mr if t > 1 else None  # the epoch's rings before the tick (part_fire's releases)
             m.partial_fit(ds.X[(t - 1) * ds.tick:t * ds.tick], last=a.declare_end and t == last_tick)
+            for r in (mr, m.engine_.mr):
+                if r is not None:
+                    part_fires[id(r)] = r.part_fires
             epochs.append(m.release_.epoch)
             if m.engine_.schedule.last_flush == t:  # the schedule's flush ticks (public: DP outputs only)
                 flushes.append(t)
@@ -189,7 +193,8 @@ def main(argv=None):
         changes = [t + 1 for t in range(1, len(epochs)) if epochs[t] != epochs[t - 1]]
         print(f"seed {s}: final {finals[-1]:.3f}  worst prefix {worst[-1]:.3f}  "
               f"prefix {' '.join(f'{t}:{r:.2f}' for t, r in ratios.items())}  epoch changes {changes}  "
-              f"other flushes {[t for t in flushes[1:] if t not in changes]}", flush=True)
+              f"other flushes {[t for t in flushes[1:] if t not in changes]}"
+              + (f"  part fires {sum(part_fires.values())}" if kw.get("part_fire") else ""), flush=True)
         for note in notes:
             print(note, flush=True)
         if a.state:

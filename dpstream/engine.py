@@ -177,7 +177,8 @@ class Engine:
                     F = release_step.next_ring_centers(F, self._ring_centers(t, gate))
                     self._adopted_release = self._cache_version
                 self.mr = EpochMergeReduce(cfg, self.plan, self.noise, self.A, self.epoch, F.copy(),
-                                           self.block_size, count_est)
+                                           self.block_size, count_est,
+                                           getattr(self, "_ring_release", None) if cfg.part_fire_rate else None)
         self.t = t
         if last:
             self.ended = True
@@ -187,6 +188,7 @@ class Engine:
         """The released centers the new epoch's rings use (post-processing of this tick's release)."""
         self._refit(t)
         rel = release_step.ring_release(self.cfg, self.noise, self.epoch_coresets, None, self.epoch, t, self._released)
+        self._ring_release = rel.coreset  # part_fire_rate: the new rings' cells' share of it
         return release_step.released_ring_centers(self.cfg, self.noise, rel, self.epoch, t)
 
     def _close_epoch(self, t: int) -> None:

@@ -10,7 +10,8 @@ Block j of ring i in epoch e is opened with the tree directions of key ("A", e, 
 the ring's blocks) and released under the key ("A", e, i, j), exactly once: a fire or the flush of an epoch change or
 the horizon. The flush sends every ring's pending block through A — every part, empty ones
 included — so no point is lost and each point still enters exactly one A call (P6,
-P9). Each ring is a separate state machine (:class:`RingMergeReduce`), so a Beam
+P9). With ``part_fire`` (P23) a second sparse vector per (ring, part) also releases a ring's block when one of
+its parts piles up; a ring still releases at most once per tick. Each ring is a separate state machine (:class:`RingMergeReduce`), so a Beam
 stage can hold one ring per key and draw the same noise.
 """
 from __future__ import annotations
@@ -19,10 +20,12 @@ from typing import List, Optional
 
 import numpy as np
 
+from . import rules
 from .coresets import sensitivity_sample
 from .noise import NoiseSource
 from .params import EngineConfig
 from .privacy import PrivacyPlan
+from .rings import assign_parts
 from .semicoresets import Semicoreset, WeightedSet
 from .sparse_vector import LevelZeroAboveThreshold
 
@@ -121,13 +124,25 @@ class EpochMergeReduce:
     :class:`RingMergeReduce` states."""
 
     def __init__(self, cfg: EngineConfig, plan: PrivacyPlan, noise: NoiseSource, A: Semicoreset, epoch: int,
-                 centers: np.ndarray, block_size: int, count0: Optional[float] = 0.0):
+                 centers: np.ndarray, block_size: int, count0: Optional[float] = 0.0,
+                 release: Optional[WeightedSet] = None):
+        """``release``: the release coreset the epoch's centers were drawn from (``part_fire_rate`` reads its
+        weight per (ring, part); None: no rate term)."""
         self.cfg, self.plan, self.noise, self.A = cfg, plan, noise, A
         self.epoch = epoch
         self.centers = np.asarray(centers, dtype=float)
         I = cfg.n_rings
         self.block_size = int(block_size)
         self.svt = LevelZeroAboveThreshold(I, self.block_size, plan.svt_scale, noise, ("svt", epoch))
+        self.psvt = part_svt(cfg, plan, noise, epoch, self.centers.shape[0], self.block_size)
+        self.part_fires = 0  # releases the part sparse vector caused (a ring fire on the same tick: not counted)
+        self.part_shares = None  # W: the release's weight share per (ring, part) (``part_fire_rate``)
+        if self.psvt is not None and cfg.part_fire_rate and release is not None and len(release):
+            P = self.centers.shape[0]
+            r, f = assign_parts(release.points, self.centers, cfg.ring_base, I, cfg.ring_ratio, cfg.ring_tolerance)
+            w = np.bincount(r * P + f, weights=np.maximum(release.weights, 0.0), minlength=I * P)
+            if w.sum() > 0:
+                self.part_shares = (w / w.sum()).reshape(I, P)
         self.rings = [RingMergeReduce(cfg, noise, A, epoch, i, self.centers, count0) for i in range(I)]
         self.version = 0
         self.fires = 0
@@ -144,7 +159,17 @@ class EpochMergeReduce:
                 sel = order[bounds[i]:bounds[i + 1]]
                 self.rings[i].add(x[sel], f[sel])
         arrivals = np.bincount(ring, minlength=I) if len(x) else np.zeros(I, dtype=np.int64)
-        fired = self.svt.step(tick, arrivals)
+        if self.psvt is None:
+            fired = self.svt.step(tick, arrivals)
+        else:  # P23: a ring releases when its count or one of its parts' passes; once a tick either way
+            P = self.centers.shape[0]
+            cells = (np.bincount(ring * P + f, minlength=I * P) if len(x) else np.zeros(I * P, dtype=np.int64))
+            ring_fired = self.svt.test(tick, arrivals)
+            part_fired = self.psvt.test(tick, cells, self._raise_by(count)).reshape(I, P).any(axis=1)
+            fired = ring_fired | part_fired
+            self.part_fires += int((part_fired & ~ring_fired).sum())
+            self.svt.restart(tick, fired)
+            self.psvt.restart(tick, np.repeat(fired, P))
         for i in np.flatnonzero(fired):
             self.rings[i].release_block(tick, count)
         if fired.any():
@@ -152,13 +177,26 @@ class EpochMergeReduce:
             self.version += 1
         return fired
 
+    def _raise_by(self, count: Optional[float]) -> Optional[np.ndarray]:
+        """``part_fire_rate``: how far the rate term lifts each (ring, part)'s threshold this tick (None: not at
+        all). n̂_i, the DP count since ring i's last release, is the one ``cells_gate`` reads."""
+        if self.part_shares is None or count is None:
+            return None
+        n_hat = float(count) - np.array([r.count_at_release for r in self.rings])
+        rate = rules.part_fire_rate_threshold(self.cfg.part_fire_rate, self.part_shares, n_hat,
+                                              self.plan.part_svt_scale).ravel()
+        return np.maximum(rate - self.psvt.threshold, 0.0)
+
     def flush(self, tick: int, count: Optional[float] = None) -> None:
         """Release every ring's open block — except a ring that fired at this very tick, whose new
         block is empty by construction (a function of its ⊤ output): a ring releases at most once
         per tick, which is what A's run-wide threshold counts with."""
+        flushed = np.array([r.last_release != tick for r in self.rings])
         for r in self.rings:
             if r.last_release != tick:
                 r.release_block(tick, count)
+        if self.psvt is not None:  # the flushed rings' part counts restart (their pending blocks are empty)
+            self.psvt.restart(tick, np.repeat(flushed, self.centers.shape[0]), ("flush",))
         self.fires += 1
         self.version += 1
 
@@ -170,4 +208,18 @@ class EpochMergeReduce:
         return sum(r.block.n for r in self.rings)
 
     def state_floats(self) -> int:
-        return sum(r.state_floats() for r in self.rings) + self.svt.state_floats() + self.centers.size
+        return (sum(r.state_floats() for r in self.rings) + self.svt.state_floats() + self.centers.size
+                + (self.psvt.state_floats() if self.psvt is not None else 0))
+
+
+def part_svt(cfg: EngineConfig, plan: PrivacyPlan, noise: NoiseSource, epoch: int, n_parts: int, block_size: int,
+             ring: Optional[int] = None) -> Optional[LevelZeroAboveThreshold]:
+    """The part sparse vector of an epoch (``part_fire``, P23; None when off): one LevelZero-AboveThreshold
+    instance per (ring, part), instance i·P + f, thresholds from :func:`dpstream.rules.part_fire_threshold`.
+    With ``ring`` = i, only ring i's P instances (a Beam key per ring), the same draws."""
+    if not cfg.part_fire:
+        return None
+    I, P = cfg.n_rings, int(n_parts)
+    thr = np.tile(rules.part_fire_threshold(cfg.part_fire, block_size, P), I)
+    span = None if ring is None else (ring * P, (ring + 1) * P)
+    return LevelZeroAboveThreshold(I * P, thr, plan.part_svt_scale, noise, ("part-svt", epoch), span=span)

@@ -171,6 +171,14 @@ class MergeReduce:
       release_min_points: an old epoch that released fewer than this many times k points leaves the
         release fit once a newer epoch released at least that many (default 1; 0: off; points a decay rule spares
         keep their weight; :func:`dpstream.epochs.release_fit_sample`, ``release_epoch_decay`` < 1 only).
+      part_fire: C > 0 (0, the default: off) adds the part sparse vector (P23): a ring's pending block is
+        also released when one of its parts (one ring center) holds about
+        :func:`dpstream.rules.part_fire_threshold` points (C·M/P), tested at every tick by a
+        LevelZero-AboveThreshold per (ring, part) that takes part of the sparse vector's budget.
+      part_fire_rate: C2 > 0 (0, the default: off; needs ``part_fire`` and a DP count estimate) raises a part's
+        threshold to :func:`dpstream.rules.part_fire_rate_threshold` where that is larger: C2 times what the
+        cell would hold if the stream kept the shape of the release the epoch's rings were drawn from. The
+        engine only: the Beam job refuses it.
       release_cover_factor: with the ``covered`` rule, an old point decays when a newer epoch's point is
         within this many times the newer points' spacing (> 0).
     """
@@ -193,6 +201,8 @@ class MergeReduce:
     release_decay_rule: ReleaseDecayRule = ReleaseDecayRule.DRIFT
     release_cover_factor: float = 3.0
     release_min_points: float = 1.0
+    part_fire: float = 0.0
+    part_fire_rate: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,8 @@ PARAMETERS = (
     # added later, so they come last: the earlier keys keep their order
     "flush_growth", "flush_min_blocks", "root_tail", "release_decay_rule", "release_cover_factor", "ring_tolerance",
     "tree_cells", "first_flush_leaves", "cells_locate_dims", "cells_lloyd_steps", "cells_lloyd_share",
-    "cells_overseed", "cells_reseed", "cells_count_share", "release_min_points", "cells_gate", "cells_gate_max")
+    "cells_overseed", "cells_reseed", "cells_count_share", "release_min_points", "cells_gate", "cells_gate_max",
+    "part_fire", "part_fire_rate")
 CELLS_OPTIONS = ("cells_locate_dims", "cells_lloyd_steps", "cells_lloyd_share", "cells_overseed", "cells_reseed",
                  "cells_count_share", "cells_gate", "cells_gate_max")
 UNIT_FIELDS = ("max_contributions", "max_contributions_per_tick", "contribution", "privacy_unit")
@@ -154,6 +155,9 @@ class EngineConfig:
         _check(v["flush_schedule"] == FlushSchedule.FIRST or v["epoch_schedule"] == EpochSchedule.HORIZON,
                f"flush_schedule={v['flush_schedule'].value!r} needs epoch_schedule='horizon' (the other epoch "
                f"schedules flush at every epoch change)")
+        _check(not v["part_fire_rate"] or derived.bicriteria or v["privacy_split"][3] > 0,
+               "part_fire_rate needs a DP count estimate: a stream-counter weight in privacy_split (its 4th "
+               "weight) or the bicriteria")
         _check(v["flush_schedule"] != FlushSchedule.COUNT or derived.bicriteria or v["privacy_split"][3] > 0,
                "flush_schedule='count' needs a DP count estimate: a stream-counter weight in privacy_split "
                "(its 4th weight) or the bicriteria")
@@ -197,6 +201,10 @@ class EngineConfig:
         if self.first_flush_leaves == 1.0:  # the default: the same dict as before the option (what a default
             # run releases is told apart by ALGORITHM_VERSION, part of a run's identity)
             d.pop("first_flush_leaves")
+        if not self.part_fire:  # off (the default): the same dict (and config hash) as before the option
+            d.pop("part_fire")
+        if not self.part_fire_rate:
+            d.pop("part_fire_rate")
         return d
 
     def _key(self) -> tuple:
@@ -383,6 +391,13 @@ def _check_and_normalise(v: dict) -> None:
            f"first_flush_leaves must be a finite number >= 0, got {v['first_flush_leaves']!r}")
     _check(_is_num(v["release_min_points"]) and math.isfinite(v["release_min_points"]) and v["release_min_points"] >= 0,
            f"release_min_points must be a finite number >= 0, got {v['release_min_points']!r}")
+    _check(_is_num(v["part_fire"]) and math.isfinite(v["part_fire"]) and v["part_fire"] >= 0,
+           f"part_fire must be a finite number >= 0, got {v['part_fire']!r}")
+    v["part_fire"] = float(v["part_fire"])
+    _check(_is_num(v["part_fire_rate"]) and math.isfinite(v["part_fire_rate"]) and v["part_fire_rate"] >= 0,
+           f"part_fire_rate must be a finite number >= 0, got {v['part_fire_rate']!r}")
+    v["part_fire_rate"] = float(v["part_fire_rate"])
+    _check(not v["part_fire_rate"] or v["part_fire"], "part_fire_rate needs part_fire > 0 (it raises its threshold)")
     _check(v["tree_keep_factor"] > 0 and v["tree_branch_factor"] > 0, "tree factors must be > 0")
     cells = v["tree_cells"]
     _check(_is_num(cells) and 0 <= cells < 1, f"tree_cells must be a share in [0, 1), got {cells!r}")

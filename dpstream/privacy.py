@@ -50,6 +50,7 @@ from .cells import locate_dims
 from .ledger_lines import (LedgerLine, cell_lines_gaussian, cell_lines_pure, gaussian_epsilon,
                            lloyd_lines_gaussian, lloyd_lines_pure, tree_lines_gaussian, tree_lines_pure)
 from .params import EngineConfig
+from . import rules
 
 # dp_accounting (and the scipy.stats it loads) is imported by the functions that account, not with the
 # module: it takes longer than the rest of dpstream together, and reading releases never needs it.
@@ -207,6 +208,7 @@ class PrivacyPlan:
     # ``cells_gate``: the plain tree's lines on a block the gate keeps from the cells (A's whole budget, as
     # without cells); a record's one A call runs one mode, so these are not composed with the cells' lines
     gated_lines: List[LedgerLine] = field(default_factory=list)
+    part_svt_scale: float = 0.0  # the part sparse vector's Laplace scale (``part_fire``; 0: off)
 
     @property
     def total_epsilon(self) -> float:
@@ -255,10 +257,20 @@ class PrivacyPlan:
         if math.isinf(cfg.epsilon):
             return cls._non_private(cfg, n_inst, m_c, m_s, test_seed)
         eps_svt = w_svt * cfg.epsilon
-        svt_scale = 2.0 * rel1 * g / eps_svt  # monotone SVT, Lyu–Su–Li: Lap(2Δ/ε) threshold and query
+        # part_fire (P23): the part sparse vector takes rules.PART_SVT_SHARE of the sparse vector's ε, the ring one
+        # keeps the rest; the pure part of the plan (ε_svt) is the same, so no other line moves
+        eps_ring = eps_svt * (1.0 - rules.PART_SVT_SHARE) if cfg.part_fire else eps_svt
+        svt_scale = 2.0 * rel1 * g / eps_ring  # monotone SVT, Lyu–Su–Li: Lap(2Δ/ε) threshold and query
         lines: List[LedgerLine] = []
-        lines.append(LedgerLine("sparse vector (Alg. 5)", "svt", svt_scale, rel1 * g, 1, eps_svt,
+        lines.append(LedgerLine("sparse vector (Alg. 5)", "svt", svt_scale, rel1 * g, 1, eps_ring,
                                 "one instance per record; threshold and query noise Lap(2Δ/ε_svt)"))
+        part_svt_scale = 0.0
+        if cfg.part_fire:
+            eps_part = eps_svt - eps_ring
+            part_svt_scale = 2.0 * rel1 * g / eps_part  # the same Δ as the ring one's: one (ring, part) per record
+            lines.append(LedgerLine("part sparse vector", "svt", part_svt_scale, rel1 * g, 1, eps_part,
+                                    "one (ring, part) instance per record; its ⊤ releases the ring's block; "
+                                    "threshold and query noise Lap(2Δ/ε_part)"))
         # sum sensitivity per record: ℓ2 (normalised ball) 1 add/remove, 2 replace (same part)
         s2 = 2.0 if cfg.replace else 1.0
         if cfg.delta > 0:
@@ -373,10 +385,12 @@ class PrivacyPlan:
             "sparse_vector_instances": 1,
             "semicoreset_calls_at_most": 1,
         }
+        if cfg.part_fire:
+            participation["part_sparse_vector_instances"] = 1
         if cfg.max_contributions is not None:
             participation.update(_unit_participation(cfg))
         return cls(epsilon=cfg.epsilon, delta=cfg.delta, neighbouring=cfg.neighbouring, mode=mode, lines=lines,
-                   bic_scale=bic_scale, bic_mechanism=bic_mech, svt_scale=svt_scale,
+                   bic_scale=bic_scale, bic_mechanism=bic_mech, svt_scale=svt_scale, part_svt_scale=part_svt_scale,
                    a_count_scale=a_count_scale, a_sum_scale=a_sum_scale, a_mechanism=a_mech,
                    a_count_mult=m_c, a_sum_mult=m_s, pld_epsilon=pld_eps, basic_epsilon=basic,
                    test_seed=bool(test_seed), participation=participation, count_scale=count_scale,

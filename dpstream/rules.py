@@ -11,6 +11,8 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+import numpy as np
+
 
 def bicriteria(semicoreset: str) -> bool:
     """Run BicriteriaDPCenters (Alg. 2)? Measured: off is as good or better on every data set (the
@@ -60,13 +62,58 @@ def count_share(k: int, d: int, semicoreset: str) -> float:
     return 0.5 if d <= 16 else 0.25
 
 
+# ``part_fire`` (P23): the part sparse vector's share of the sparse vector's ε (the ring one keeps the rest).
+# Two thirds: a part's threshold (C·M/P, part_fire_threshold) is a fraction of the ring's M, so the
+# part instances need the smaller noise (M's floor reads the whole ε_svt: block_size). Measured
+# (benchmarks/results/tail_flush.md, C = 3): at one half, shuffled gmm100 lost 2.893 → 3.236 to part fires;
+# at two thirds 2.893; at one third the part instances fired on noise (blobs 10⁴: 338 part fires at C = 2).
+PART_SVT_SHARE = 2.0 / 3.0
+
+
 def block_size(cfg, plan, leaf_threshold: float) -> int:
     """M, the level-0 block size: c_M·k leaves of the release's keep threshold θ_k (so a block can
     hold k clusters whose every leaf passes), and enough that the sparse vector's noise cannot fire
-    a block at a fraction of it: M ≥ 4·b_svt·ln T with b_svt the SVT's Laplace scale."""
-    svt_floor = 4.0 * plan.svt_scale * math.log(max(cfg.horizon_ticks, 2))
+    a block at a fraction of it: M ≥ 4·b_svt·ln T with b_svt the SVT's Laplace scale — with the sparse
+    vector's whole ε: with ``part_fire`` the ring sparse vector keeps a third of it and the part one releases
+    blocks at a fraction of M by design, and a floor three times higher held blobs 10⁴'s blocks at 5,990
+    points instead of 2,352 (with a declared end 1.199 → 1.423, no part fire involved)."""
+    b_svt = plan.svt_scale
+    if cfg.part_fire:
+        b_svt *= 1.0 - PART_SVT_SHARE  # the ring sparse vector's scale with the whole ε_svt
+    svt_floor = 4.0 * b_svt * math.log(max(cfg.horizon_ticks, 2))
     m = max(svt_floor, cfg.block_leaves * cfg.n_clusters * leaf_threshold)
     return int(min(max(m, 1.0), 2 ** 31))
+
+
+def part_fire_threshold(factor: float, block_size: int, n_parts: int) -> np.ndarray:
+    """The part sparse vector's threshold (``part_fire`` = C, P23): a ring's block is released once one of
+    its P parts (one ring center each) holds about C·M/P pending points — C times a part's share of a
+    block that spreads evenly over the parts. A stream in cluster order piles a new cluster into one or
+    two parts and reaches it long before the ring's count reaches M; a shuffled stream spreads each block
+    over every part and reaches M first. Public quantities only (C, the block size M, P); one threshold
+    per part (a length-P array), so a rule that tells the parts apart by public values can take its place.
+    (Measured against C·c_M·k·θ_k/P, the block's leaf term without M's floor: the same where the leaf term
+    sets M, and many more part fires where the floor does — flower, d = 3, 1.029 → 1.246.)"""
+    return np.full(int(n_parts), float(factor) * float(block_size) / max(int(n_parts), 1))
+
+
+# the rate term's margin over the part sparse vector's noise, in Laplace scales (``part_fire_rate``): at 8
+# (864 points at ε = 1, b_part = 108) it rose above blobs 10⁴'s uniform threshold (748) and missed its new
+# clusters in order (1.541 → 4.953); at 5, 1.541
+PART_FIRE_MARGIN = 5.0
+
+
+def part_fire_rate_threshold(rate: float, shares: np.ndarray, n_hat: np.ndarray, scale: float) -> np.ndarray:
+    """The rate term of the part threshold (``part_fire_rate`` = C2 > 0): C2·W_ij·n̂_i + Z·b_part per (ring i,
+    part j), the part threshold being the larger of it and :func:`part_fire_threshold`. W_ij: the share of the
+    release coreset's weight (the release the epoch's rings were drawn from) that falls in cell (i, j) under
+    the stream's own assignment; n̂_i: the DP count of the stream's points since ring i's last release; so
+    C2·W_ij·n̂_i is C2 times what the cell would hold if the stream kept the release's shape, and a stream in
+    raster order (an image's rows), whose cells fill as the release says they should, does not fire them,
+    while a new cluster lands in cells the release never saw (W ≈ 0). Z = :data:`PART_FIRE_MARGIN`, b_part
+    the part sparse vector's scale. Public values only: released weights, a released count, the plan."""
+    n = np.maximum(np.asarray(n_hat, dtype=float), 0.0)
+    return float(rate) * np.asarray(shares, dtype=float) * n[:, None] + PART_FIRE_MARGIN * float(scale)
 
 
 def max_epochs(horizon_ticks: int) -> int:

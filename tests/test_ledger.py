@@ -34,7 +34,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy.stats import norm
 
 import dpstream.privacy as privacy_mod
-from dpstream import Engine, EngineConfig
+from dpstream import Engine, EngineConfig, rules
 from dpstream.params import EngineConfig as _EC
 from dpstream.privacy import PrivacyPlan
 
@@ -103,14 +103,16 @@ def mechanisms(cfg, plan):
         if m_s:  # ℓ1 of a point of the unit ball is ≤ √d
             out.append(("laplace", plan.a_sum_scale, math.sqrt(cfg.dim) * (2.0 if replace else 1.0), m_s))
     out.append(("svt", plan.svt_scale, 2.0 if replace else 1.0, 1))
+    if cfg.part_fire:  # the part sparse vector (P23): the record's one (ring, part) count, the ring one's Δ
+        out.append(("svt", plan.part_svt_scale, 2.0 if replace else 1.0, 1))
     if cfg.count_counter:  # the stream counter: one count per tick, in ≤ L_T p-sums
         out.append(("gaussian" if gauss else "laplace", plan.count_scale, math.sqrt(L_T) if gauss else L_T, 1))
     return out
 
 
 def svt_epsilon(mechs) -> float:
-    (_, b, sens, _), = [m for m in mechs if m[0] == "svt"]
-    return 2.0 * sens / b  # monotone SVT: Lap(2Δ/ε) threshold and query noise → ε
+    # monotone SVT: Lap(2Δ/ε) threshold and query noise → ε; the ring one and (part_fire) the part one
+    return sum(2.0 * sens / b for kind, b, sens, _ in mechs if kind == "svt")
 
 
 def independent_pld_epsilon(mechs, delta: float, epsilon: float) -> float:
@@ -211,6 +213,10 @@ GRID += [
     dict(bicriteria=False, privacy_split=EngineConfig.privacy_split, tree_depth=None, delta=0.0, dim=20),
     dict(bicriteria=False, privacy_split=(0.0, 0.1, 0.5, 0.4), semicoreset="lloyd", neighbouring="add_remove"),
     dict(bicriteria=True, privacy_split=(0.2, 0.1, 0.6, 0.1), delta=0.0),
+    # part_fire (P23): the part sparse vector's line beside the ring one's
+    dict(bicriteria=False, privacy_split=EngineConfig.privacy_split, tree_depth=None, part_fire=3.0),
+    dict(bicriteria=False, privacy_split=EngineConfig.privacy_split, tree_depth=None, part_fire=3.0, delta=0.0),
+    dict(part_fire=2.0, neighbouring="add_remove", delta=1e-3),
 ]
 
 
@@ -337,7 +343,22 @@ def _plan_level0_one_bit(cfg, monkeypatch):
     return p
 
 
+def _plan_forgetting_the_part_line(cfg):
+    """part_fire on, but the ring sparse vector keeps the whole ε_svt and the part one gets the same noise
+    (no share of its own: the part sparse vector's line forgotten)."""
+    p = PrivacyPlan.build(cfg.with_(part_fire=0.0))
+    return dataclasses.replace(p, part_svt_scale=p.svt_scale)
+
+
+def _plan_with_part_svt_half_noise(cfg):
+    """The part sparse vector's noise Lap(Δ/ε) while its ε is charged as for Lap(2Δ/ε)."""
+    p = PrivacyPlan.build(cfg)
+    return dataclasses.replace(p, part_svt_scale=p.part_svt_scale / 2)
+
+
 BROKEN_PLANS = {
+    "part_line_forgotten": _plan_forgetting_the_part_line,
+    "part_svt_half_noise": _plan_with_part_svt_half_noise,
     "add_remove_scales_under_replace": _plan_as_add_remove,
     "ignores_reps": _plan_ignoring_reps,
     "horizon_too_short": _plan_short_horizon,
@@ -354,6 +375,8 @@ def test_ledger_check_catches_broken_plans(name, delta, monkeypatch):
                privacy_split=(0.45, 0.3, 0.25))
     if name == "count_half_noise":  # the default shape: no bicriteria, a stream counter with a real share
         cfg = _cfg(delta=delta, bicriteria=False, privacy_split=(0.0, 0.2, 0.3, 0.5), horizon_ticks=64)
+    if name.startswith("part_"):  # the part sparse vector on, with a share large enough to matter
+        cfg = cfg.with_(part_fire=3.0)
     make = BROKEN_PLANS[name]
     plan = make(cfg, monkeypatch) if name == "level0_bits" else make(cfg)
     with pytest.raises(AssertionError, match="spends|recomputation|exact"):
@@ -386,3 +409,32 @@ def test_a_budget_share_too_small_to_represent_is_refused_not_divided_by(kw):
     cfg = EngineConfig(n_clusters=2, dim=2, radius=1.0, epsilon=0.05, **kw)
     with pytest.raises(ValueError, match="too small to represent"):
         PrivacyPlan.build(cfg)
+
+
+@pytest.mark.parametrize("delta", [0.0, 1e-6])
+def test_part_fire_takes_its_budget_from_the_sparse_vector_share(delta):
+    """P23: with part_fire the ledger has a "part sparse vector" line; it and the ring sparse vector's line
+    split the sparse vector's ε (PART_SVT_SHARE), their noise scales follow from their shares, and every
+    other line of the plan is the one without the option."""
+    off = _cfg(delta=delta, bicriteria=False, privacy_split=EngineConfig.privacy_split, tree_depth=None)
+    on = off.with_(part_fire=3.0)
+    p_off, p_on = PrivacyPlan.build(off), PrivacyPlan.build(on)
+    names = [ln.component for ln in p_on.lines]
+    assert "part sparse vector" in names and "part sparse vector" not in [ln.component for ln in p_off.lines]
+    ring = {ln.component: ln for ln in p_on.lines}["sparse vector (Alg. 5)"]
+    part = {ln.component: ln for ln in p_on.lines}["part sparse vector"]
+    eps_svt = {ln.component: ln for ln in p_off.lines}["sparse vector (Alg. 5)"].epsilon
+    assert ring.epsilon + part.epsilon == pytest.approx(eps_svt, rel=1e-12)
+    assert part.epsilon == pytest.approx(rules.PART_SVT_SHARE * eps_svt, rel=1e-12)
+    assert p_on.part_svt_scale == part.noise == pytest.approx(2 * part.sensitivity / part.epsilon)
+    assert p_on.svt_scale == ring.noise == pytest.approx(2 * ring.sensitivity / ring.epsilon)
+    others = lambda p: [ln for ln in p.lines if "sparse vector" not in ln.component]  # noqa: E731
+    assert others(p_on) == others(p_off)
+    assert p_on.basic_epsilon == pytest.approx(p_off.basic_epsilon, rel=1e-12)
+    assert p_on.participation["part_sparse_vector_instances"] == 1
+    assert "part_sparse_vector_instances" not in p_off.participation and p_off.part_svt_scale == 0.0
+    check_ledger(p_on, on)
+    assert "part sparse vector" in p_on.table()
+    # the engine's part sparse vector draws at the plan's scale
+    e = Engine(on, bytes(32))
+    assert e.mr.psvt.scale == p_on.part_svt_scale and e.mr.svt.scale == p_on.svt_scale

@@ -106,10 +106,16 @@ CELLS = dict(tree_cells=0.5, cells_locate_dims=1, cells_lloyd_steps=2, cells_llo
 GATED = dict(CELLS, cells_gate=0.5)
 
 
-@pytest.mark.parametrize("semicoreset", ["tree", "lloyd", "snap", "cells", "gated"])
+# the part sparse vector (P23): its query keys every tick, its thresholds every tick and at every flush
+PART_FIRE = dict(part_fire=2.0)
+PART_FIRE_RATE = dict(part_fire=2.0, part_fire_rate=2.0)  # its threshold raised by released values: no new draw
+
+
+@pytest.mark.parametrize("semicoreset", ["tree", "lloyd", "snap", "cells", "gated", "part_fire", "part_fire_rate"])
 @pytest.mark.parametrize("where", sorted(PLACEMENTS))
 def test_audit_same_keys_and_shapes(semicoreset, where):
-    cfg = _cfg(**{"cells": CELLS, "gated": GATED}.get(semicoreset, dict(semicoreset=semicoreset)))
+    cfg = _cfg(**{"cells": CELLS, "gated": GATED, "part_fire": PART_FIRE, "part_fire_rate": PART_FIRE_RATE}.get(
+        semicoreset, dict(semicoreset=semicoreset)))
     e0, e1 = audit(cfg, _stream(), PLACEMENTS[where])
     assert sum(e0.noise.keys.values()) > 100  # the audit compared real runs
     assert e0.epoch >= 1  # an epoch change (flush) happened inside the audited run
@@ -118,6 +124,8 @@ def test_audit_same_keys_and_shapes(semicoreset, where):
         assert {"cells", "lloyd", "reseed"} <= drawn
     if semicoreset == "gated":  # and gated blocks ran the plain tree, along the ring's directions of a run without cells
         assert any(k[-1] == "directions" and k[-2] != "cells" for k, _ in e0.noise.keys)
+    if semicoreset.startswith("part_fire"):  # the part sparse vector drew its queries and thresholds, flushes included
+        assert {"part-svt", "flush"} <= drawn
 
 
 def test_audit_add_remove_pure():
@@ -228,7 +236,8 @@ def key_reuse(noise_keys: Counter, twice=()):
 
 def test_every_draw_has_its_own_key():
     for semicoreset, over in (("tree", {}), ("lloyd", {}), ("tree", dict(bicriteria=False, privacy_split=(0, .1, .8, .1))),
-                              ("tree", CELLS), ("tree", GATED), ("tree", dict(tree_cells=0.5, cells_gate=0.5))):
+                              ("tree", CELLS), ("tree", GATED), ("tree", dict(tree_cells=0.5, cells_gate=0.5)),
+                              ("tree", PART_FIRE)):
         e, _ = run(_cfg(semicoreset=semicoreset, epoch_schedule="every", **over), _stream())
         assert e.epoch >= 2
         assert key_reuse(e.noise.keys, twice=("release",)) == {}  # release_min_points (on): the fit's keys twice

@@ -16,7 +16,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms import userstate
 
 from dpstream import release_step
-from dpstream.merge_reduce import RingMergeReduce as _Ring
+from dpstream.merge_reduce import RingMergeReduce as _Ring, part_svt
 from dpstream.rings import assign_parts, clip_to_ball
 from dpstream.semicoresets import WeightedSet
 from dpstream.sparse_vector import LevelZeroAboveThreshold
@@ -46,6 +46,7 @@ class RingState:
     to process, the centers the points were assigned to and (ring 0) the closed epochs' coresets."""
     ring: Optional[dict] = None
     svt: Optional[LevelZeroAboveThreshold] = None
+    psvt: Optional[LevelZeroAboveThreshold] = None  # ``part_fire`` (P23): the ring's instances of the part one
     have: dict = field(default_factory=dict)
     next_tick: Optional[int] = None
     centers: Optional[np.ndarray] = None
@@ -143,7 +144,13 @@ class _AssignRingsFn(_EpochStageFn):
                 order, bounds = np.zeros(0, dtype=np.int64), np.zeros(I + 1, dtype=np.int64)
             for i in range(I):  # every ring, empty ones included (heartbeats): a loop over rings, not points
                 sel = order[bounds[i]:bounds[i + 1]]
-                parts[i].extend(blocks[i].partials(Xg[sel], f[sel] if len(Xg) else sel, tix[sel], hi - lo))
+                fi = f[sel] if len(Xg) else sel
+                got = blocks[i].partials(Xg[sel], fi, tix[sel], hi - lo)
+                if cfg.part_fire:  # P23: each tick's points per part ride with its partial, summed by the ring
+                    P = C.shape[0]
+                    cells = np.bincount(tix[sel] * P + fi, minlength=(hi - lo) * P).reshape(hi - lo, P)
+                    got = [g[:-1] + (cells[j], g[-1]) for j, g in enumerate(got)]
+                parts[i].extend(got)
         if nclip:
             self._c_clipped.inc(nclip)
         out = [pack_parts([tp.tick for tp in pending], parts[i], [tp.plan for tp in pending]) for i in range(I)]
@@ -251,7 +258,7 @@ class _RingFn(_EpochStageFn):
                 plans[t] = p
         inbox.clear()
         ctx = self.run(r)
-        ring = svt = None
+        ring = svt = psvt = None
         recs, closing, done = [], None, False
         while not done and len(pending.get(st.next_tick, ())) == job.n_shards:
             t = st.next_tick
@@ -262,11 +269,24 @@ class _RingFn(_EpochStageFn):
                 svt = st.svt or LevelZeroAboveThreshold(cfg.n_rings, ctx.block_size, ctx.plan.svt_scale,
                                                            ctx.noise, ("svt", e), index=i)
                 svt.noise = ctx.noise
+                if cfg.part_fire:
+                    psvt = st.psvt or part_svt(cfg, ctx.plan, ctx.noise, e, st.centers.shape[0], ctx.block_size, i)
+                    psvt.noise = ctx.noise
                 unmerged = []  # this firing's partial sketches not yet in the block (sums of integers)
-            unmerged.extend(parts[sh] for sh in sorted(parts))
             n = sum(int(parts[sh][-1]) for sh in parts)
             before = list(ring.levels)
-            release = bool(svt.step(t, np.array([n], dtype=np.int64))[0])
+            if psvt is None:
+                unmerged.extend(parts[sh] for sh in sorted(parts))
+                release = bool(svt.step(t, np.array([n], dtype=np.int64))[0])
+            else:  # P23: the shards' part counts summed, then the ring's and its parts' tests, as the engine's
+                unmerged.extend(parts[sh][:-2] + (parts[sh][-1],) for sh in sorted(parts))
+                cells = np.sum([parts[sh][-2] for sh in sorted(parts)], axis=0, dtype=np.int64)
+                release = bool(svt.test(t, np.array([n], dtype=np.int64))[0])
+                release = bool(psvt.test(t, cells).any()) or release
+                svt.restart(t, np.array([release]))
+                psvt.restart(t, np.full(psvt.count.size, release))
+                if not release and p.flush and ring.last_release != t:
+                    psvt.restart(t, np.ones(psvt.count.size, dtype=bool), ("flush",))
             if release or (p.flush and ring.last_release != t):  # a fire, or the flush (epoch change, t = 1, T)
                 ring.block.merge_many(unmerged)
                 unmerged = []
@@ -297,6 +317,9 @@ class _RingFn(_EpochStageFn):
             if ring is not None:
                 svt.noise = None  # never pickled (re-attached after every read)
                 st.ring, st.svt = ring.state(), svt
+                if psvt is not None:
+                    psvt.noise = None
+                    st.psvt = psvt
                 floats = ring.state_floats()
             store_state(state, st)
         if recs:

@@ -237,6 +237,9 @@ class ClusterJob:
 
     def __init__(self, cfg: EngineConfig, seed_path: str, n_shards: int, schedule: TickSchedule,
                  end: Optional[int] = None):
+        if cfg.part_fire_rate:  # the rings' release weights per (ring, part) do not reach the job's ring keys
+            raise ValueError("part_fire_rate is not available in the Beam job (the library engine only): "
+                             "run part_fire without it")
         self.cfg, self.seed_path, self.n_shards, self.schedule = cfg, seed_path, int(n_shards), schedule
         self.end = None if end is None else int(end)  # the declared end's global tick (public), None: none
         self.T = cfg.horizon_ticks

@@ -502,14 +502,14 @@ def test_cluster_ticks_with_the_whole_engine_in_one_key_equals_the_engine(tmp_pa
     assert got == want and len(got) == 11
 
 
-def _job_and_engine_on(X, tmp_path, seed_file, *, radius, k, tick_size, horizon, epsilon):
+def _job_and_engine_on(X, tmp_path, seed_file, *, radius, k, tick_size, horizon, epsilon, extra=()):
     """The job's releases (in tick order) and the engine's on the rows X, ``tick_size`` rows a tick, and
-    the job the command parsed."""
+    the job the command parsed (``extra``: more job options)."""
     np.save(tmp_path / "a.npy", X)
     out = tmp_path / "out"
     argv = [f"--input={tmp_path}/a.npy", f"--output={out}", f"--dim={X.shape[1]}", f"--radius={radius}",
             f"--k={k}", f"--tick_size={tick_size}", f"--horizon_ticks={horizon}", f"--seed_file={seed_file}",
-            f"--epsilon={epsilon}"]
+            f"--epsilon={epsilon}", *extra]
     _run_batch(argv)
     got = sorted(_read_jsonl(out / "releases.jsonl"), key=lambda r: r["tick"])
     job, _ = job_mod.parse_args(argv)
@@ -749,3 +749,39 @@ def test_the_input_end_option_needs_a_public_last_tick(tmp_path):
     with pytest.raises(job_mod.OptionError, match="position clock"):
         job_mod.parse_args(base + ["--input_subscription=projects/p/subscriptions/s", "--horizon_ticks=10",
                                    "--dim=2", "--k=2", "--radius=5"])
+
+
+def test_batch_job_with_part_fire_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
+    """part_fire (P23: a sparse vector per (ring, part) whose ⊤ releases the ring's block): blobs in cluster
+    order pile into one part at a time and fire it; the job's AssignRings counts each tick's points per part
+    in every shard (three here), RingMergeReduce sums them per ring and tests them as the engine's rings do,
+    so the releases are the engine's."""
+    import dpstream.merge_reduce as mr_mod
+
+    part_fires = {}
+    orig = mr_mod.EpochMergeReduce.step
+
+    def step(self, *a, **kw):
+        out = orig(self, *a, **kw)
+        part_fires[id(self)] = self.part_fires
+        return out
+
+    monkeypatch.setattr(mr_mod.EpochMergeReduce, "step", step)
+    _engine_overrides(monkeypatch, dict(part_fire=2.0))
+    rng = np.random.default_rng(3)
+    means = np.array([[-5.0, -5.0], [5.0, 5.0], [5.0, -5.0]])
+    X = means[np.sort(rng.integers(0, 3, 1800))] + rng.normal(scale=0.5, size=(1800, 2))
+    got, want, job = _job_and_engine_on(X, tmp_path, seed_file, radius=12, k=3, tick_size=100, horizon=40,
+                                        epsilon=8, extra=["--point_shards=3"])
+    assert job_mod.engine_config(job).part_fire == 2.0
+    assert got == want and len(got) == 40
+    assert sum(part_fires.values()) > 0  # the engine's part sparse vector did release blocks on this stream
+
+
+def test_the_job_refuses_part_fire_rate(tmp_path, seed_file, monkeypatch):
+    """part_fire_rate (the rate term of the part threshold) is the engine's only: the job refuses it rather
+    than release what the engine would not."""
+    _engine_overrides(monkeypatch, dict(part_fire=3.0, part_fire_rate=2.0))
+    X = _blobs(300, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="part_fire_rate is not available in the Beam job"):
+        _job_and_engine_on(X, tmp_path, seed_file, radius=12, k=3, tick_size=100, horizon=4, epsilon=1)

@@ -1,0 +1,387 @@
+"""The part sparse vector (``part_fire``, P23): a LevelZero-AboveThreshold per (ring, part) of the open
+epoch whose ⊤ releases the ring's pending block.
+
+* participation: each record is in exactly one (ring, part) count, at its own ring (the counts of a
+  ring's parts add up to the ring sparse vector's count), and still enters exactly one A call; a ring
+  releases at most once per tick (a ring fire and a part fire on the same tick are one release);
+* audit: at a tick without arrivals every (ring, part) instance is tested and fires at the rate of its
+  ledger line's Laplace scale, P(ν − ρ ≥ thr) = e^{−x}(2 + x)/4 with x = thr/b; a mechanism drawing at half
+  the ledger's scale, or testing only on ticks with arrivals, fails;
+* off (the default): no part sparse vector, no ledger line, the configuration dict of before
+  (the release digests of ``tests/test_algorithm_version.py`` are unchanged).
+
+Each check is shown to catch a broken engine. The ledger's totals with the option on, and a plan that forgets
+the line, are in ``tests/test_ledger.py``; the job's releases with the option on are the engine's
+(``tests/beam/test_pipeline.py``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import pytest
+
+import dpstream.merge_reduce as mr_mod
+import dpstream.privacy as privacy_mod
+import dpstream.semicoresets as sc_mod
+import dpstream.sparse_vector as svt_mod
+from dpstream import Engine, EngineConfig, rules
+from dpstream.privacy import PrivacyPlan
+from dpstream.rings import assign_parts, clip_to_ball
+
+pytestmark = pytest.mark.filterwarnings("ignore::dpstream.noise.UnsafeSeedWarning")
+
+SEED = bytes(range(32))
+Z = 4.5  # binomial z-test at false-failure probability ≤ 1e-5
+
+
+def _cfg(**kw):
+    base = dict(n_clusters=3, dim=2, radius=12.0, epsilon=8.0, horizon_ticks=40, part_fire=2.0)
+    base.update(kw)
+    return EngineConfig(**base)
+
+
+def _in_order(seed=3, n=1800):
+    """Blobs in cluster order (each cluster piles into one part of its ring at a time), 100 points a tick."""
+    rng = np.random.default_rng(seed)
+    means = np.array([[-5.0, -5.0], [5.0, 5.0], [5.0, -5.0]])
+    X = means[np.sort(rng.integers(0, 3, n))] + rng.normal(scale=0.5, size=(n, 2))
+    return np.array_split(X, n // 100)
+
+
+# --------------------------------------------------------------------------- configuration
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.inf, math.nan, True, "3"])
+def test_part_fire_is_checked(bad):
+    with pytest.raises(ValueError, match="part_fire must be a finite number >= 0"):
+        _cfg(part_fire=bad)
+
+
+def test_off_is_the_default_and_leaves_the_configuration_and_plan_as_before():
+    off, on = _cfg(part_fire=0), _cfg()
+    assert EngineConfig(n_clusters=3, dim=2, radius=1.0, epsilon=1.0).part_fire == 0.0
+    assert "part_fire" not in off.to_dict() and on.to_dict()["part_fire"] == 2.0
+    p = PrivacyPlan.build(off)
+    assert p.part_svt_scale == 0.0 and all(ln.component != "part sparse vector" for ln in p.lines)
+    e = Engine(off, SEED)
+    assert e.mr.psvt is None
+
+
+def test_threshold_rule_is_c_times_a_parts_share_of_the_block():
+    np.testing.assert_array_equal(rules.part_fire_threshold(3.0, 1100, 11), np.full(11, 300.0))
+    assert rules.part_fire_threshold(2.0, 500, 1).tolist() == [1000.0]
+    cfg = _cfg()
+    e = Engine(cfg, SEED)
+    thr = rules.part_fire_threshold(cfg.part_fire, e.block_size, 1)
+    np.testing.assert_allclose(e.mr.psvt.threshold, np.tile(thr, cfg.n_rings))
+
+
+@pytest.mark.parametrize("eps", [1.0, 8.0])
+def test_the_block_size_floor_reads_the_sparse_vectors_whole_budget(eps):
+    """The ring sparse vector keeps a third of ε_svt; M's floor 4·b_svt·ln T is still that of the whole ε_svt,
+    so M is the block size without the option (here held by the floor: k·θ_k is far below it)."""
+    on, off = _cfg(epsilon=eps), _cfg(epsilon=eps, part_fire=0)
+    e_on, e_off = Engine(on, SEED), Engine(off, SEED)
+    assert e_on.plan.svt_scale == pytest.approx(3 * e_off.plan.svt_scale)
+    assert abs(e_on.block_size - e_off.block_size) <= 1  # (float rounding of the same floor)
+    assert e_off.block_size == int(4 * e_off.plan.svt_scale * math.log(on.horizon_ticks))
+
+
+def test_unit_bound_scales_the_part_sparse_vector_as_the_ring_one():
+    """A privacy unit of up to g points: both sparse vectors' sensitivities are g times a record's."""
+    rec, unit = _cfg(epsilon=1.0), _cfg(epsilon=1.0, max_contributions=4)
+    p_rec, p_unit = PrivacyPlan.build(rec), PrivacyPlan.build(unit)
+    l_rec = {ln.component: ln for ln in p_rec.lines}
+    l_unit = {ln.component: ln for ln in p_unit.lines}
+    for name in ("sparse vector (Alg. 5)", "part sparse vector"):
+        assert l_unit[name].sensitivity == 4 * l_rec[name].sensitivity
+        assert l_unit[name].epsilon == pytest.approx(l_rec[name].epsilon)
+    assert p_unit.part_svt_scale == pytest.approx(4 * p_rec.part_svt_scale)
+
+
+# --------------------------------------------------------------------------- participation
+
+def _spy(monkeypatch):
+    """Records every sparse-vector test (key, tick, arrivals), every A call's block size and every
+    ring release (epoch, ring, tick)."""
+    log = {"tests": [], "a_points": 0, "a_calls": 0, "releases": []}
+    orig_test = svt_mod.LevelZeroAboveThreshold.test
+    orig_release = sc_mod.Semicoreset.release
+    orig_block = mr_mod.RingMergeReduce.release_block
+
+    def test(self, tick, arrivals, *a):
+        log["tests"].append((self.key, tick, np.array(arrivals, dtype=np.int64)))
+        return orig_test(self, tick, arrivals, *a)
+
+    def release(self, block, key, *a):
+        log["a_points"] += int(block.n)
+        log["a_calls"] += 1
+        return orig_release(self, block, key, *a)
+
+    def release_block(self, tick, *a):
+        log["releases"].append((self.epoch, self.ring, tick))
+        return orig_block(self, tick, *a)
+
+    monkeypatch.setattr(svt_mod.LevelZeroAboveThreshold, "test", test)
+    monkeypatch.setattr(sc_mod.Semicoreset, "release", release)
+    monkeypatch.setattr(mr_mod.RingMergeReduce, "release_block", release_block)
+    return log
+
+
+def _run(cfg, ticks, log):
+    """The engine over ``ticks`` then empty ticks to the horizon; per tick, the points' (ring, part) cells."""
+    e = Engine(cfg, SEED)
+    cells = []
+    part_fires = 0
+    for t in range(1, cfg.horizon_ticks + 1):
+        x = ticks[t - 1] if t <= len(ticks) else np.zeros((0, cfg.dim))
+        mr = e.mr
+        before = mr.part_fires
+        xc, _ = clip_to_ball(x, e.center, cfg.radius)
+        ring, f = assign_parts(xc, mr.centers, cfg.ring_base, cfg.n_rings, cfg.ring_ratio, cfg.ring_tolerance)
+        cells.append((mr.epoch, mr.centers.shape[0], ring * mr.centers.shape[0] + f))
+        e.step(x)
+        part_fires += mr.part_fires - before
+    return e, cells, part_fires
+
+
+def check_one_cell_per_record(log, cells, cfg):
+    """At every tick each record adds one to its own (ring, part) instance and to nothing else, and the
+    ring's parts add up to what the ring sparse vector counts."""
+    ring_tests = {t: a for k, t, a in log["tests"] if k[0] == "svt"}
+    part_tests = {t: (k, a) for k, t, a in log["tests"] if k[0] == "part-svt"}
+    assert sorted(part_tests) == list(range(1, cfg.horizon_ticks + 1))  # tested at every tick, empty ones too
+    for t, (epoch, P, cell) in enumerate(cells, 1):
+        key, a = part_tests[t]
+        assert key == ("part-svt", epoch) and a.shape == (cfg.n_rings * P,)
+        np.testing.assert_array_equal(a, np.bincount(cell, minlength=cfg.n_rings * P))
+        assert a.sum() == len(cell)
+        np.testing.assert_array_equal(a.reshape(cfg.n_rings, P).sum(axis=1), ring_tests[t])
+
+
+def check_one_a_call_per_record(log, n_points):
+    """Every point enters exactly one A call (the horizon flushes the rest), and a ring releases at most
+    once per tick."""
+    assert log["a_points"] == n_points
+    assert len(log["releases"]) == len(set(log["releases"]))
+
+
+def test_each_record_is_in_one_part_count_and_one_a_call(monkeypatch):
+    log = _spy(monkeypatch)
+    ticks = _in_order()
+    cfg = _cfg()
+    _, cells, part_fires = _run(cfg, ticks, log)
+    assert part_fires >= 3  # the part sparse vector released blocks on this stream
+    check_one_cell_per_record(log, cells, cfg)
+    check_one_a_call_per_record(log, sum(len(x) for x in ticks))
+
+
+def _broken_two_parts(monkeypatch):
+    """Each point also counted in the next part (two instances per record)."""
+    orig = svt_mod.LevelZeroAboveThreshold.test  # already the spy
+
+    def test(self, tick, arrivals, *rest):
+        a = np.asarray(arrivals, dtype=np.int64)
+        return orig(self, tick, a + np.roll(a, 1) if self.key[0] == "part-svt" else a, *rest)
+
+    monkeypatch.setattr(svt_mod.LevelZeroAboveThreshold, "test", test)
+
+
+def _broken_part_fire_keeps_the_block(monkeypatch):
+    """A part fire releases the block through A but keeps its points pending (they enter A again)."""
+    orig = mr_mod.EpochMergeReduce.step
+
+    def step(self, tick, x, ring, f, count=None):
+        kept = {id(r): r.block for r in self.rings}
+        before = self.part_fires
+        fired = orig(self, tick, x, ring, f, count)
+        if self.part_fires > before:
+            for r in self.rings:
+                if r.last_release == tick:
+                    r.block = kept[id(r)]
+        return fired
+
+    monkeypatch.setattr(mr_mod.EpochMergeReduce, "step", step)
+
+
+def _broken_twice_a_tick(monkeypatch):
+    """A ring that fires and whose part fires on the same tick releases twice."""
+    orig = mr_mod.EpochMergeReduce.step
+
+    def step(self, tick, x, ring, f, count=None):
+        fired = orig(self, tick, x, ring, f, count)
+        for i in np.flatnonzero(fired):
+            self.rings[i].release_block(tick, count)  # a second (empty) release of the same tick
+        return fired
+
+    monkeypatch.setattr(mr_mod.EpochMergeReduce, "step", step)
+
+
+@pytest.mark.parametrize("name", ["two_parts", "keeps_block", "twice_a_tick"])
+def test_participation_checks_catch_broken_engines(monkeypatch, name):
+    log = _spy(monkeypatch)
+    {"two_parts": _broken_two_parts, "keeps_block": _broken_part_fire_keeps_the_block,
+     "twice_a_tick": _broken_twice_a_tick}[name](monkeypatch)
+    ticks = _in_order()
+    cfg = _cfg()
+    _, cells, _ = _run(cfg, ticks, log)
+    with pytest.raises(AssertionError):
+        check_one_cell_per_record(log, cells, cfg)
+        check_one_a_call_per_record(log, sum(len(x) for x in ticks))
+
+
+# --------------------------------------------------------------------------- audit of the noise scale
+
+def _audit_fires(n_parts=400, thr=150.0):
+    """Tick 1 of an epoch with P parts and no arrivals: the (ring, part) instances that fired, and the
+    rate the ledger line's scale gives them (C chosen so that the rule's threshold is ``thr`` points, about
+    one Laplace scale)."""
+    base = _cfg(epsilon=1.0, n_clusters=2)
+    cfg = base.with_(part_fire=thr * n_parts / Engine(base, SEED).block_size)
+    e = Engine(cfg, SEED)
+    rng = np.random.default_rng(0)
+    centers = rng.normal(size=(n_parts, cfg.dim))
+    mr = mr_mod.EpochMergeReduce(cfg, e.plan, e.noise, e.A, 1, centers, e.block_size)
+    seen = []
+    orig = mr.psvt.test
+
+    def test(tick, arrivals, *a):
+        out = orig(tick, arrivals, *a)
+        seen.append((tick, out.copy()))
+        return out
+
+    mr.psvt.test = test
+    empty = np.zeros(0, dtype=np.int64)
+    mr.step(1, np.zeros((0, cfg.dim)), empty, empty)
+    line = {ln.component: ln for ln in e.plan.lines}["part sparse vector"]
+    b = 2 * line.sensitivity / line.epsilon  # the ledger line's Laplace scale Lap(2Δ/ε)
+    t = rules.part_fire_threshold(cfg.part_fire, e.block_size, n_parts)[0]
+    assert t == pytest.approx(thr)
+    x = t / b
+    return seen, math.exp(-x) * (2 + x) / 4, cfg.n_rings * n_parts
+
+
+def check_rate(seen, p, n):
+    """The instances were tested at the empty tick and fired at rate p (binomial z-test)."""
+    assert [t for t, _ in seen] == [1], "the part sparse vector must be tested at a tick without arrivals"
+    k = int(seen[0][1].sum())
+    assert abs(k - n * p) < Z * math.sqrt(n * p * (1 - p)), (k, n * p)
+
+
+def test_part_sparse_vector_fires_at_its_ledger_scale_at_an_empty_tick():
+    seen, p, n = _audit_fires()
+    assert 0.2 < p < 0.35  # a rate the test resolves (half the scale: about 0.13)
+    check_rate(seen, p, n)
+
+
+def _broken_half_scale(monkeypatch):
+    """The mechanism draws at half the scale its ledger line charges for."""
+    orig = privacy_mod.PrivacyPlan.build.__func__
+
+    def build(cls, cfg, test_seed=False):
+        p = orig(cls, cfg, test_seed)
+        return dataclasses.replace(p, part_svt_scale=p.part_svt_scale / 2)
+
+    monkeypatch.setattr(privacy_mod.PrivacyPlan, "build", classmethod(build))
+
+
+def _broken_only_on_arrivals(monkeypatch):
+    """The part sparse vector tested only at ticks with arrivals (its firing times would tell them)."""
+    orig = mr_mod.EpochMergeReduce.step
+
+    def step(self, tick, x, ring, f, count=None):
+        if len(x) == 0 and self.psvt is not None:
+            psvt, self.psvt = self.psvt, None
+            try:
+                return orig(self, tick, x, ring, f, count)
+            finally:
+                self.psvt = psvt
+        return orig(self, tick, x, ring, f, count)
+
+    monkeypatch.setattr(mr_mod.EpochMergeReduce, "step", step)
+
+
+@pytest.mark.parametrize("name", ["half_scale", "only_on_arrivals"])
+def test_audit_catches_broken_part_sparse_vectors(monkeypatch, name):
+    {"half_scale": _broken_half_scale, "only_on_arrivals": _broken_only_on_arrivals}[name](monkeypatch)
+    seen, p, n = _audit_fires()
+    with pytest.raises(AssertionError):
+        check_rate(seen, p, n)
+
+
+# --------------------------------------------------------------------------- the rate term (``part_fire_rate``)
+
+@pytest.mark.parametrize("kw, message", [
+    (dict(part_fire_rate=-1.0), "part_fire_rate must be a finite number >= 0"),
+    (dict(part_fire_rate=math.inf), "part_fire_rate must be a finite number >= 0"),
+    (dict(part_fire=0.0, part_fire_rate=2.0), "part_fire_rate needs part_fire > 0"),
+    (dict(part_fire_rate=2.0, bicriteria=False, privacy_split=(0.0, 0.1, 0.9, 0.0)),
+     "part_fire_rate needs a DP count estimate"),
+])
+def test_part_fire_rate_is_checked(kw, message):
+    with pytest.raises(ValueError, match=message):
+        _cfg(**kw)
+
+
+def test_rate_rule_is_c2_times_the_cells_share_of_the_count_plus_a_margin():
+    W = np.array([[0.5, 0.0], [0.25, 0.25]])
+    got = rules.part_fire_rate_threshold(2.0, W, np.array([100.0, -5.0]), 3.0)
+    z = 3.0 * rules.PART_FIRE_MARGIN
+    np.testing.assert_allclose(got, [[100.0 + z, z], [z, z]])  # a negative n̂ counts as 0
+
+
+def test_the_rate_term_reads_the_release_and_the_dp_count_only(monkeypatch):
+    """The rate term lifts a part's threshold by max(0, C2·W_ij·n̂_i + Z·b − C·M/P), recomputed here from the
+    release coreset the epoch's rings were drawn from (W) and the stream counter's released count (n̂): no
+    exact count of the data enters it (the mechanism's count and noise are those of the part sparse vector)."""
+    seen = []
+    orig = mr_mod.EpochMergeReduce._raise_by
+
+    def raise_by(self, count):
+        out = orig(self, count)
+        seen.append((self, count, None if out is None else out.copy()))
+        return out
+
+    monkeypatch.setattr(mr_mod.EpochMergeReduce, "_raise_by", raise_by)
+    cfg = _cfg(part_fire_rate=2.0)
+    e = Engine(cfg, SEED)
+    releases = {}
+    for t, x in enumerate(_in_order(), 1):
+        mr_before = e.mr
+        e.step(x)
+        if e.mr is not mr_before:
+            releases[id(e.mr)] = e._ring_release
+    checked = 0
+    for mr, count, out in seen:
+        if mr.epoch == 0:
+            assert out is None  # the first epoch's rings were drawn from no release
+            continue
+        rel = releases[id(mr)]
+        I, P = cfg.n_rings, mr.centers.shape[0]
+        r, f = assign_parts(rel.points, mr.centers, cfg.ring_base, I, cfg.ring_ratio, cfg.ring_tolerance)
+        W = np.bincount(r * P + f, weights=np.maximum(rel.weights, 0), minlength=I * P).reshape(I, P)
+        W = W / W.sum()
+        np.testing.assert_allclose(mr.part_shares, W)
+        assert out is not None and np.all(out >= 0)
+        checked += 1
+    assert checked > 5
+
+
+def test_the_rate_term_holds_back_parts_the_release_expects_full():
+    """A stream that keeps the shape of the release fills its cells as W says: the rate term raises those
+    cells' thresholds, so fewer part fires than without it on the same stream (blobs in cluster order, then
+    the same clusters again)."""
+    ticks = _in_order()
+    fires = {}
+    for rate in (0.0, 4.0):
+        e = Engine(_cfg(part_fire_rate=rate, horizon_ticks=60), SEED)
+        n = 0
+        for t in range(60):
+            mr = e.mr
+            before = mr.part_fires
+            e.step(ticks[t % len(ticks)])
+            n += mr.part_fires - before
+        fires[rate] = n
+    assert fires[4.0] < fires[0.0]
