@@ -123,6 +123,11 @@ class EpochMergeReduce:
     """Every ring of one epoch: the rings' sparse vectors (vectorised over rings) and their
     :class:`RingMergeReduce` states."""
 
+    # (class defaults: an epoch pickled before the part sparse vector steps and releases as it did)
+    psvt = None
+    part_fires = 0
+    part_shares = None
+
     def __init__(self, cfg: EngineConfig, plan: PrivacyPlan, noise: NoiseSource, A: Semicoreset, epoch: int,
                  centers: np.ndarray, block_size: int, count0: Optional[float] = 0.0,
                  release: Optional[WeightedSet] = None):
