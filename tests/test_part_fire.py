@@ -127,14 +127,31 @@ def test_unit_bound_scales_the_part_sparse_vector_as_the_ring_one():
 def _spy(monkeypatch):
     """Records every sparse-vector test (key, tick, arrivals), every A call's block size and every
     ring release (epoch, ring, tick)."""
-    log = {"tests": [], "a_points": 0, "a_calls": 0, "releases": []}
+    log = {"tests": [], "a_points": 0, "a_calls": 0, "releases": [], "restarts": []}
     orig_test = svt_mod.LevelZeroAboveThreshold.test
     orig_release = sc_mod.Semicoreset.release
     orig_block = mr_mod.RingMergeReduce.release_block
+    orig_step, orig_flush = mr_mod.EpochMergeReduce.step, mr_mod.EpochMergeReduce.flush
 
     def test(self, tick, arrivals, *a):
-        log["tests"].append((self.key, tick, np.array(arrivals, dtype=np.int64)))
-        return orig_test(self, tick, arrivals, *a)
+        out = orig_test(self, tick, arrivals, *a)
+        log["tests"].append((self.key, tick, np.array(arrivals, dtype=np.int64), np.array(out)))
+        return out
+
+    def snap(mr):
+        return {n: (o.count.copy(), np.array(o.noisy_threshold, dtype=float)) for n, o in (("svt", mr.svt),
+                                                                                          ("psvt", mr.psvt))}
+
+    def step(self, tick, *a):
+        before = snap(self)
+        out = orig_step(self, tick, *a)
+        log["restarts"].append(("step", self, tick, before, snap(self), [r.last_release == tick for r in self.rings]))
+        return out
+
+    def flush(self, tick, *a):
+        before, flushed = snap(self), np.array([r.last_release != tick for r in self.rings])
+        orig_flush(self, tick, *a)
+        log["restarts"].append(("flush", self, tick, before, snap(self), flushed))
 
     def release(self, block, key, *a):
         log["a_points"] += int(block.n)
@@ -148,6 +165,8 @@ def _spy(monkeypatch):
     monkeypatch.setattr(svt_mod.LevelZeroAboveThreshold, "test", test)
     monkeypatch.setattr(sc_mod.Semicoreset, "release", release)
     monkeypatch.setattr(mr_mod.RingMergeReduce, "release_block", release_block)
+    monkeypatch.setattr(mr_mod.EpochMergeReduce, "step", step)
+    monkeypatch.setattr(mr_mod.EpochMergeReduce, "flush", flush)
     return log
 
 
@@ -171,8 +190,8 @@ def _run(cfg, ticks, log):
 def check_one_cell_per_record(log, cells, cfg):
     """At every tick each record adds one to its own (ring, part) instance and to nothing else, and the
     ring's parts add up to what the ring sparse vector counts."""
-    ring_tests = {t: a for k, t, a in log["tests"] if k[0] == "svt"}
-    part_tests = {t: (k, a) for k, t, a in log["tests"] if k[0] == "part-svt"}
+    ring_tests = {t: a for k, t, a, _ in log["tests"] if k[0] == "svt"}
+    part_tests = {t: (k, a) for k, t, a, _ in log["tests"] if k[0] == "part-svt"}
     assert sorted(part_tests) == list(range(1, cfg.horizon_ticks + 1))  # tested at every tick, empty ones too
     for t, (epoch, P, cell) in enumerate(cells, 1):
         key, a = part_tests[t]
@@ -180,6 +199,52 @@ def check_one_cell_per_record(log, cells, cfg):
         np.testing.assert_array_equal(a, np.bincount(cell, minlength=cfg.n_rings * P))
         assert a.sum() == len(cell)
         np.testing.assert_array_equal(a.reshape(cfg.n_rings, P).sum(axis=1), ring_tests[t])
+
+
+RESTART_CAUSES = ("a part's fire restarts its ring's instance", "a ring's fire restarts its part instances",
+                  "a flush restarts the flushed rings' part instances")
+
+
+def _fresh(svt, tick, tag=()):
+    """The thresholds a restart at ``tick`` draws (LevelZero's restart: under the tick's key)."""
+    return svt.threshold + svt.noise.laplace(svt.key + ("threshold", tick) + tag, svt.n, svt.scale)
+
+
+def check_restarts(log, cfg, causes=RESTART_CAUSES):
+    """Every restart the other sparse vector or a flush causes zeroes the instance's count AND draws its fresh
+    threshold under the restart's key (an instance that keeps either would count a record in two segments, or
+    test a new segment against a threshold its old one already revealed); an instance not restarted keeps its
+    threshold, and a flush leaves the ring instances alone (their counts keep the flushed points). Each cause
+    of ``causes`` occurs in the run and is checked."""
+    out = {(k, t): o for k, t, _, o in log["tests"]}
+    seen = dict.fromkeys(RESTART_CAUSES, 0)
+    for kind, mr, t, before, after, rings in log["restarts"]:
+        I, P = cfg.n_rings, mr.centers.shape[0]
+        (c0, r0), (c1, r1) = before["svt"], after["svt"]
+        (pc0, pr0), (pc1, pr1) = [(c.reshape(I, P), r.reshape(I, P)) for c, r in (before["psvt"], after["psvt"])]
+        if kind == "step":
+            ring_out, part_out = out[(mr.svt.key, t)], out[(mr.psvt.key, t)].reshape(I, P)
+            released = ring_out | part_out.any(axis=1)
+            assert rings == released.tolist()  # the rings that released at the step
+            np.testing.assert_array_equal(r1[~released], r0[~released])  # no restart: the same thresholds
+            np.testing.assert_array_equal(pr1[~released], pr0[~released])
+            cases = [(RESTART_CAUSES[0], released & ~ring_out, c1, r1, _fresh(mr.svt, t)),
+                     (RESTART_CAUSES[1], ring_out[:, None] & ~part_out, pc1, pr1,
+                      _fresh(mr.psvt, t).reshape(I, P))]
+        else:
+            np.testing.assert_array_equal(c1, c0)  # the flush does not restart the ring instances
+            np.testing.assert_array_equal(r1, r0)
+            flushed = np.asarray(rings)  # the rings that had not released at this tick
+            np.testing.assert_array_equal(pr1[~flushed], pr0[~flushed])
+            cases = [(RESTART_CAUSES[2], np.repeat(flushed[:, None], P, axis=1), pc1, pr1,
+                      _fresh(mr.psvt, t, ("flush",)).reshape(I, P))]
+        for cause, mask, count, thr, fresh in cases:
+            if cause in causes and mask.any():
+                seen[cause] += int(mask.sum())
+                assert np.all(count[mask] == 0), f"{cause}: the count is not zeroed (tick {t})"
+                np.testing.assert_array_equal(thr[mask], fresh[mask], err_msg=f"{cause}: no fresh threshold")
+    for cause in causes:
+        assert seen[cause] > 0, f"{cause}: never happened in this run"
 
 
 def check_one_a_call_per_record(log, n_points):
@@ -197,6 +262,46 @@ def test_each_record_is_in_one_part_count_and_one_a_call(monkeypatch):
     assert part_fires >= 3  # the part sparse vector released blocks on this stream
     check_one_cell_per_record(log, cells, cfg)
     check_one_a_call_per_record(log, sum(len(x) for x in ticks))
+    check_restarts(log, cfg)
+
+
+def _broken_restart(keep):
+    """A restart the instance's own ⊤ did not cause (the other sparse vector's, or a flush's) only half done:
+    ``keep`` = "threshold" zeroes the count but keeps the threshold, "count" draws a fresh threshold but keeps
+    the count."""
+    orig_test, orig_restart = svt_mod.LevelZeroAboveThreshold.test, svt_mod.LevelZeroAboveThreshold.restart
+
+    def test(self, tick, arrivals, *a):
+        out = orig_test(self, tick, arrivals, *a)
+        self._own = (tick, np.array(out))
+        return out
+
+    def restart(self, tick, mask, tag=()):
+        mask = np.asarray(mask, dtype=bool)
+        t, own = getattr(self, "_own", (None, None))
+        own = own & mask if t == tick and not tag else np.zeros_like(mask)
+        other = mask & ~own
+        orig_restart(self, tick, own, tag)
+        if keep == "threshold":
+            self.count = np.where(other, 0, self.count)
+        else:
+            self.noisy_threshold = np.where(other, _fresh(self, tick, tuple(tag)), self.noisy_threshold)
+
+    return test, restart
+
+
+@pytest.mark.parametrize("keep", ["threshold", "count"])
+def test_restart_check_catches_half_restarts(monkeypatch, keep):
+    """Each restart cause's check catches both half restarts."""
+    log = _spy(monkeypatch)
+    test, restart = _broken_restart(keep)
+    monkeypatch.setattr(svt_mod.LevelZeroAboveThreshold, "test", test)
+    monkeypatch.setattr(svt_mod.LevelZeroAboveThreshold, "restart", restart)
+    cfg = _cfg()
+    _run(cfg, _in_order(), log)
+    for cause in RESTART_CAUSES:
+        with pytest.raises(AssertionError, match=cause):
+            check_restarts(log, cfg, (cause,))
 
 
 def _broken_two_parts(monkeypatch):
