@@ -398,6 +398,9 @@ def _check_and_normalise(v: dict) -> None:
            f"part_fire_rate must be a finite number >= 0, got {v['part_fire_rate']!r}")
     v["part_fire_rate"] = float(v["part_fire_rate"])
     _check(not v["part_fire_rate"] or v["part_fire"], "part_fire_rate needs part_fire > 0 (it raises its threshold)")
+    _check(not v["part_fire_rate"] or v["ring_centers"] == RingCenters.BICRITERIA_AND_RELEASED,
+           "part_fire_rate needs ring_centers='bicriteria+released' (it reads the release the epoch's rings "
+           f"were drawn from; with {v['ring_centers'].value!r} there is none)")
     _check(v["tree_keep_factor"] > 0 and v["tree_branch_factor"] > 0, "tree factors must be > 0")
     cells = v["tree_cells"]
     _check(_is_num(cells) and 0 <= cells < 1, f"tree_cells must be a share in [0, 1), got {cells!r}")

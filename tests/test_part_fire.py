@@ -450,6 +450,7 @@ def test_audit_catches_broken_part_sparse_vectors(monkeypatch, name):
     (dict(part_fire=0.0, part_fire_rate=2.0), "part_fire_rate needs part_fire > 0"),
     (dict(part_fire_rate=2.0, bicriteria=False, privacy_split=(0.0, 0.1, 0.9, 0.0)),
      "part_fire_rate needs a DP count estimate"),
+    (dict(part_fire_rate=2.0, ring_centers="bicriteria"), "part_fire_rate needs ring_centers='bicriteria\\+released'"),
 ])
 def test_part_fire_rate_is_checked(kw, message):
     with pytest.raises(ValueError, match=message):
