@@ -175,7 +175,8 @@ class MergeReduce:
         also released when one of its parts (one ring center) holds about
         :func:`dpstream.rules.part_fire_threshold` points (C·M/P), tested at every tick by a
         LevelZero-AboveThreshold per (ring, part) that takes part of the sparse vector's budget.
-      part_fire_rate: C2 > 0 (0, the default: off; needs ``part_fire`` and a DP count estimate) raises a part's
+      part_fire_rate: C2 > 0 (0, the default: off; needs ``part_fire``, a DP count estimate and
+        ``ring_centers='bicriteria+released'``) raises a part's
         threshold to :func:`dpstream.rules.part_fire_rate_threshold` where that is larger: C2 times what the
         cell would hold if the stream kept the shape of the release the epoch's rings were drawn from. The
         engine only: the Beam job refuses it.
