@@ -16,10 +16,12 @@ every point up to and including the firing tick.  Δ = 2 under replace-one
 The noise is continuous: SVT noise is never released, only the ⊤/⊥ bits.
 
 The same class runs the part sparse vector (``part_fire``, P23): one instance per (epoch, ring,
-part) over the ring's pending points in that part. A ring's block released for any reason restarts
-its instances of both (:meth:`restart`): a restart caused by the other one's ⊤ is a function of
-public outputs, and the new segment counts only points after it, so each record is still in one
-segment of each (the restarts compose in parallel, as Lemma 11's do).
+part) over the ring's pending points in that part. A ring's fire (its ring instance's ⊤ or one of its
+parts') restarts its instances of both (:meth:`restart`); a flush restarts only the flushed rings' part
+instances (the ring instance's count keeps the flushed points). A restart caused by the other one's ⊤ or
+by a flush is a function of outputs and public ticks, and the new segment counts only points after it,
+so each record is still in one segment of each instance (the restarts compose in parallel, as Lemma
+11's do).
 """
 from __future__ import annotations
 
