@@ -4,11 +4,16 @@ epoch whose ⊤ releases the ring's pending block.
 * participation: each record is in exactly one (ring, part) count, at its own ring (the counts of a
   ring's parts add up to the ring sparse vector's count), and still enters exactly one A call; a ring
   releases at most once per tick (a ring fire and a part fire on the same tick are one release);
+* restarts: a ring's release restarts its ring instance and its part instances, a flush the flushed rings'
+  part instances; each such restart zeroes the count and draws the fresh threshold of its key;
+* the rate term: its raise is recomputed from published values only (the release at the epoch's adoption
+  tick, the stream counter's outputs);
 * audit: at a tick without arrivals every (ring, part) instance is tested and fires at the rate of its
   ledger line's Laplace scale, P(ν − ρ ≥ thr) = e^{−x}(2 + x)/4 with x = thr/b; a mechanism drawing at half
   the ledger's scale, or testing only on ticks with arrivals, fails;
 * off (the default): no part sparse vector, no ledger line, the configuration dict of before
-  (the release digests of ``tests/test_algorithm_version.py`` are unchanged).
+  (the release digests of ``tests/test_algorithm_version.py`` are unchanged), and an engine pickled before
+  the option steps as before.
 
 Each check is shown to catch a broken engine. The ledger's totals with the option on, and a plan that forgets
 the line, are in ``tests/test_ledger.py``; the job's releases with the option on are the engine's
