@@ -49,6 +49,9 @@ class StreamEnded(RuntimeError):
 
 class Engine:
     BICRITERIA = ("internal", "external")
+    # ``part_fire_rate``: the release the next epoch's rings were drawn from, held only from
+    # ``_ring_centers`` to the new epoch's construction (which keeps its per-(ring, part) shares)
+    _ring_release = None
 
     def __init__(self, cfg: EngineConfig, seed: bytes, trace: bool = False, bicriteria: str = "internal",
                  run: int = 0):
@@ -176,9 +179,9 @@ class Engine:
                     # just flushed: DP outputs of ticks ≤ t, and the new rings only see ticks > t
                     F = release_step.next_ring_centers(F, self._ring_centers(t, gate))
                     self._adopted_release = self._cache_version
+                release, self._ring_release = self._ring_release, None
                 self.mr = EpochMergeReduce(cfg, self.plan, self.noise, self.A, self.epoch, F.copy(),
-                                           self.block_size, count_est,
-                                           getattr(self, "_ring_release", None) if cfg.part_fire_rate else None)
+                                           self.block_size, count_est, release)
         self.t = t
         if last:
             self.ended = True
@@ -188,7 +191,8 @@ class Engine:
         """The released centers the new epoch's rings use (post-processing of this tick's release)."""
         self._refit(t)
         rel = release_step.ring_release(self.cfg, self.noise, self.epoch_coresets, None, self.epoch, t, self._released)
-        self._ring_release = rel.coreset  # part_fire_rate: the new rings' cells' share of it
+        if self.cfg.part_fire_rate:  # the new epoch keeps its cells' shares of it, not the coreset
+            self._ring_release = rel.coreset
         return release_step.released_ring_centers(self.cfg, self.noise, rel, self.epoch, t)
 
     def _close_epoch(self, t: int) -> None:

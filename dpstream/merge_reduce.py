@@ -214,7 +214,8 @@ class EpochMergeReduce:
 
     def state_floats(self) -> int:
         return (sum(r.state_floats() for r in self.rings) + self.svt.state_floats() + self.centers.size
-                + (self.psvt.state_floats() if self.psvt is not None else 0))
+                + (self.psvt.state_floats() if self.psvt is not None else 0)
+                + (self.part_shares.size if self.part_shares is not None else 0))
 
 
 def part_svt(cfg: EngineConfig, plan: PrivacyPlan, noise: NoiseSource, epoch: int, n_parts: int, block_size: int,

@@ -309,6 +309,28 @@ def test_the_pickled_engine_is_as_small_as_its_state_after_a_big_tick(seed):
     assert len(pickle.dumps(e)) <= 8 * e.state_size() + 200_000
 
 
+def test_the_pickled_engine_grows_only_with_its_state_over_epoch_changes(seed):
+    """Found on a default engine at d = 100: the release the next epoch's rings were drawn from (read only by
+    ``part_fire_rate``, not counted by state_size()) was kept, and pickled, after every epoch change. What a
+    pickle holds beyond the state's floats (the objects' structure) must stay about what it was at the
+    first tick. (``release_epoch_decay`` = 1: the centers are fitted to the release coreset itself, which
+    state_size() counts, not to a decayed sample of their own.)"""
+    import pickle
+
+    d, k, T = 100, 10, 30
+    e = Engine(EngineConfig(n_clusters=k, dim=d, radius=30.0, epsilon=1.0, horizon_ticks=T,
+                            release_epoch_decay=1.0), seed)
+    rng = np.random.default_rng(0)
+    C = rng.normal(size=(k, d)) * 5
+    extra = []
+    for _ in range(T):
+        e.step(C[rng.integers(0, k, 1000)] + rng.normal(size=(1000, d)))
+        extra.append(len(pickle.dumps(e)) - 8 * e.state_size())
+    assert e.epoch >= 2
+    # a release coreset of even 10 points at d = 100 is 8,080 bytes
+    assert max(extra) - extra[0] < 8_000, extra
+
+
 @pytest.mark.parametrize("options", [{}, dict(cells_locate_dims=1, cells_lloyd_steps=2, cells_lloyd_share=0.3)])
 def test_the_bound_holds_with_cells(seed, options):
     """tree_cells: the blocks hold raw points until A and A releases k cells per part (the plan's terms);

@@ -46,8 +46,13 @@ def test_rate_rule_is_c2_times_the_cells_share_of_the_count_plus_a_margin():
 def _rate_run(monkeypatch):
     """An engine with the rate term over blobs in cluster order: per tick, the raise each epoch's part sparse
     vector was given, the stream counter's outputs, the published releases and the ring releases' ticks."""
-    log = {"raise": [], "count": {}, "releases": {}, "ring_releases": [], "starts": {}}
+    log = {"raise": [], "count": {}, "releases": {}, "ring_releases": [], "starts": {}, "rings_release": {}}
     orig_raise, orig_block = mr_mod.EpochMergeReduce._raise_by, mr_mod.RingMergeReduce.release_block
+    orig_init = mr_mod.EpochMergeReduce.__init__
+
+    def init(self, *a, **kw):
+        orig_init(self, *a, **kw)
+        log["rings_release"][self.epoch] = a[8] if len(a) > 8 else kw.get("release")
 
     def raise_by(self, count):
         out = orig_raise(self, count)
@@ -59,6 +64,7 @@ def _rate_run(monkeypatch):
         return orig_block(self, tick, *a)
 
     monkeypatch.setattr(mr_mod.EpochMergeReduce, "_raise_by", raise_by)
+    monkeypatch.setattr(mr_mod.EpochMergeReduce, "__init__", init)
     monkeypatch.setattr(mr_mod.RingMergeReduce, "release_block", release_block)
     cfg = _cfg(part_fire_rate=2.0)
     e = Engine(cfg, SEED)
@@ -74,7 +80,7 @@ def _rate_run(monkeypatch):
         mr = e.mr
         log["releases"][t] = e.step(x)
         if e.mr is not mr:
-            log["starts"][e.mr.epoch] = (t, e._ring_release)
+            log["starts"][e.mr.epoch] = (t, log["rings_release"][e.mr.epoch])
     return cfg, e, log
 
 
