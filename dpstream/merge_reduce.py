@@ -169,12 +169,8 @@ class EpochMergeReduce:
         else:  # P23: a ring releases when its count or one of its parts' passes; once a tick either way
             P = self.centers.shape[0]
             cells = (np.bincount(ring * P + f, minlength=I * P) if len(x) else np.zeros(I * P, dtype=np.int64))
-            ring_fired = self.svt.test(tick, arrivals)
-            part_fired = self.psvt.test(tick, cells, self._raise_by(count)).reshape(I, P).any(axis=1)
-            fired = ring_fired | part_fired
-            self.part_fires += int((part_fired & ~ring_fired).sum())
-            self.svt.restart(tick, fired)
-            self.psvt.restart(tick, np.repeat(fired, P))
+            fired, part_only = test_and_restart(self.svt, self.psvt, tick, arrivals, cells, self._raise_by(count))
+            self.part_fires += int(part_only.sum())
         for i in np.flatnonzero(fired):
             self.rings[i].release_block(tick, count)
         if fired.any():
@@ -200,8 +196,8 @@ class EpochMergeReduce:
         for r in self.rings:
             if r.last_release != tick:
                 r.release_block(tick, count)
-        if self.psvt is not None:  # the flushed rings' part counts restart (their pending blocks are empty)
-            self.psvt.restart(tick, np.repeat(flushed, self.centers.shape[0]), ("flush",))
+        if self.psvt is not None:
+            flush_restart(self.psvt, tick, flushed)
         self.fires += 1
         self.version += 1
 
@@ -216,6 +212,27 @@ class EpochMergeReduce:
         return (sum(r.state_floats() for r in self.rings) + self.svt.state_floats() + self.centers.size
                 + (self.psvt.state_floats() if self.psvt is not None else 0)
                 + (self.part_shares.size if self.part_shares is not None else 0))
+
+
+def test_and_restart(svt: LevelZeroAboveThreshold, psvt: LevelZeroAboveThreshold, tick: int, arrivals: np.ndarray,
+                     cells: np.ndarray, raise_by: Optional[np.ndarray] = None) -> tuple:
+    """One tick of ``part_fire`` (P23) for rings and their parts, the engine's (every ring) and a Beam key's (one
+    ring: ``svt`` and ``psvt`` hold its instances): ``arrivals`` per ring, ``cells`` per (ring, part). A ring
+    releases when its count or one of its parts' passes — once a tick either way — and then its ring and part
+    instances all restart. Returns (fired, part_only) per ring; part_only: released by a part's test alone."""
+    ring_fired = svt.test(tick, arrivals)
+    part_fired = psvt.test(tick, cells, raise_by).reshape(ring_fired.size, -1).any(axis=1)
+    fired = ring_fired | part_fired
+    svt.restart(tick, fired)
+    psvt.restart(tick, np.repeat(fired, psvt.count.size // fired.size))
+    return fired, part_fired & ~ring_fired
+
+
+def flush_restart(psvt: LevelZeroAboveThreshold, tick: int, flushed: np.ndarray) -> None:
+    """The flush of tick ``tick`` (P23): the part instances of the rings in ``flushed`` (those the flush released,
+    so their pending blocks are empty) restart, under the tick's second restart key."""
+    flushed = np.asarray(flushed, dtype=bool)
+    psvt.restart(tick, np.repeat(flushed, psvt.count.size // flushed.size), ("flush",))
 
 
 def part_svt(cfg: EngineConfig, plan: PrivacyPlan, noise: NoiseSource, epoch: int, n_parts: int, block_size: int,
