@@ -209,6 +209,9 @@ class PrivacyPlan:
     # without cells); a record's one A call runs one mode, so these are not composed with the cells' lines
     gated_lines: List[LedgerLine] = field(default_factory=list)
     part_svt_scale: float = 0.0  # the part sparse vector's Laplace scale (``part_fire``; 0: off)
+    # the sparse vector's scale with the whole ε_svt (``svt_scale`` without ``part_fire``), which M's floor reads
+    # (rules.block_size); None: a plan pickled before it, whose svt_scale is that scale
+    svt_floor_scale: Optional[float] = None
 
     @property
     def total_epsilon(self) -> float:
@@ -261,6 +264,7 @@ class PrivacyPlan:
         # keeps the rest; the pure part of the plan (ε_svt) is the same, so no other line moves
         eps_ring = eps_svt * (1.0 - rules.PART_SVT_SHARE) if cfg.part_fire else eps_svt
         svt_scale = 2.0 * rel1 * g / eps_ring  # monotone SVT, Lyu–Su–Li: Lap(2Δ/ε) threshold and query
+        svt_floor_scale = 2.0 * rel1 * g / eps_svt
         lines: List[LedgerLine] = []
         lines.append(LedgerLine("sparse vector (Alg. 5)", "svt", svt_scale, rel1 * g, 1, eps_ring,
                                 "one instance per record; threshold and query noise Lap(2Δ/ε_svt)"))
@@ -391,6 +395,7 @@ class PrivacyPlan:
             participation.update(_unit_participation(cfg))
         return cls(epsilon=cfg.epsilon, delta=cfg.delta, neighbouring=cfg.neighbouring, mode=mode, lines=lines,
                    bic_scale=bic_scale, bic_mechanism=bic_mech, svt_scale=svt_scale, part_svt_scale=part_svt_scale,
+                   svt_floor_scale=svt_floor_scale,
                    a_count_scale=a_count_scale, a_sum_scale=a_sum_scale, a_mechanism=a_mech,
                    a_count_mult=m_c, a_sum_mult=m_s, pld_epsilon=pld_eps, basic_epsilon=basic,
                    test_seed=bool(test_seed), participation=participation, count_scale=count_scale,

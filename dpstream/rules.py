@@ -74,12 +74,10 @@ def block_size(cfg, plan, leaf_threshold: float) -> int:
     """M, the level-0 block size: c_M·k leaves of the release's keep threshold θ_k (so a block can
     hold k clusters whose every leaf passes), and enough that the sparse vector's noise cannot fire
     a block at a fraction of it: M ≥ 4·b_svt·ln T with b_svt the SVT's Laplace scale — with the sparse
-    vector's whole ε: with ``part_fire`` the ring sparse vector keeps a third of it and the part one releases
+    vector's whole ε (the plan's ``svt_floor_scale``): with ``part_fire`` the ring sparse vector keeps a third of it and the part one releases
     blocks at a fraction of M by design, and a floor three times higher held blobs 10⁴'s blocks at 5,990
     points instead of 2,352 (with a declared end 1.199 → 1.423, no part fire involved)."""
-    b_svt = plan.svt_scale
-    if cfg.part_fire:
-        b_svt *= 1.0 - PART_SVT_SHARE  # the ring sparse vector's scale with the whole ε_svt
+    b_svt = plan.svt_floor_scale if plan.svt_floor_scale is not None else plan.svt_scale
     svt_floor = 4.0 * b_svt * math.log(max(cfg.horizon_ticks, 2))
     m = max(svt_floor, cfg.block_leaves * cfg.n_clusters * leaf_threshold)
     return int(min(max(m, 1.0), 2 ** 31))

@@ -110,8 +110,12 @@ def test_the_block_size_floor_reads_the_sparse_vectors_whole_budget(eps):
     on, off = _cfg(epsilon=eps), _cfg(epsilon=eps, part_fire=0)
     e_on, e_off = Engine(on, SEED), Engine(off, SEED)
     assert e_on.plan.svt_scale == pytest.approx(3 * e_off.plan.svt_scale)
-    assert abs(e_on.block_size - e_off.block_size) <= 1  # (float rounding of the same floor)
+    assert e_on.plan.svt_floor_scale == e_off.plan.svt_floor_scale == e_off.plan.svt_scale
+    assert e_on.block_size == e_off.block_size
     assert e_off.block_size == int(4 * e_off.plan.svt_scale * math.log(on.horizon_ticks))
+    old = pickle.loads(pickle.dumps(e_off.plan))  # a plan pickled before the field: its svt_scale is the floor's
+    old.__dict__.pop("svt_floor_scale")
+    assert rules.block_size(off, old, e_off.A.leaf_threshold()) == e_off.block_size
 
 
 def test_unit_bound_scales_the_part_sparse_vector_as_the_ring_one():
