@@ -10,7 +10,8 @@ parts per ring and M the block size (``Engine.block_size``: public):
                                     K = Q·R·w·Σ_ℓ (1 + d·b_ℓ)                      — fixed (0 if off)
   + 2                               the stream counter (its one coordinate)          — fixed
   + d·F + (d+2)·(F−1)               F and its (tree, level, cell) keys (0 without the bicriteria)
-  + 2I                              sparse-vector counts and thresholds              — fixed
+  + 2I·(1 + P')                     sparse-vector counts and thresholds              — fixed
+                                    (P' = P with part_fire, 0 without; part_fire_rate: + I·P shares)
   + d·P                             the open epoch's ring centers (F ∪ k released centers)
   + I·(min(M + a, P·ℓ_A)·(d+2) + D·d + P)
                                     level-0 blocks (blocks.py): a ring's block holds at most its
@@ -133,6 +134,9 @@ class Monitor:
         if e.counter is not None:
             assert e.counter.state_floats() == t["stream_counter"]
         assert e.mr.centers.shape[0] <= n_f + k
+        mr = e.mr
+        assert (mr.svt.state_floats() + (mr.psvt.state_floats() if mr.psvt is not None else 0)
+                + (mr.part_shares.size if mr.part_shares is not None else 0)) <= t["svt"]
         for i, r in enumerate(e.mr.rings):
             assert r.block.n <= e.mr.svt.count[i]
             assert r.block.state_floats() * cfg.n_rings <= t["blocks"], (i, r.block.n)
@@ -331,10 +335,12 @@ def test_the_pickled_engine_grows_only_with_its_state_over_epoch_changes(seed):
     assert max(extra) - extra[0] < 8_000, extra
 
 
-@pytest.mark.parametrize("options", [{}, dict(cells_locate_dims=1, cells_lloyd_steps=2, cells_lloyd_share=0.3)])
+@pytest.mark.parametrize("options", [{}, dict(cells_locate_dims=1, cells_lloyd_steps=2, cells_lloyd_share=0.3),
+                                     dict(part_fire=3.0), dict(part_fire=3.0, part_fire_rate=2.0)])
 def test_the_bound_holds_with_cells(seed, options):
     """tree_cells: the blocks hold raw points until A and A releases k cells per part (the plan's terms);
-    located in a projection, a block holds the projection's draws too."""
+    located in a projection, a block holds the projection's draws too; with ``part_fire`` the sparse vector
+    holds a count and a threshold per (ring, part) too, and with ``part_fire_rate`` a share per (ring, part)."""
     mon = Monitor(make_flavoured(seed, "defaults", horizon_ticks=32, tree_cells=0.5, **options))
     rng = np.random.default_rng(1)
     for t in range(32):
