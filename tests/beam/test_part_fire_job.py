@@ -1,0 +1,130 @@
+"""The main job with ``part_fire`` (P23: a sparse vector per (ring, part) whose ⊤ releases the ring's block; no
+job option sets it): the same releases as the engine, the ring stage's restarts of both sparse vectors, and the
+refusal of ``part_fire_rate``."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+beam = pytest.importorskip("apache_beam", reason="apache_beam is not importable: the Beam job cannot run",
+                          exc_type=ImportError)
+
+from pipelines import dp_stream_cluster as job_mod  # noqa: E402
+from tests.beam.test_pipeline import _blobs, _engine_overrides, _job_and_engine_on, seed_file  # noqa: E402,F401
+from tests.test_part_fire import _in_order  # noqa: E402
+
+
+def test_batch_job_with_part_fire_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
+    """part_fire (P23: a sparse vector per (ring, part) whose ⊤ releases the ring's block): blobs in cluster
+    order pile into one part at a time and fire it; the job's AssignRings counts each tick's points per part
+    in every shard (three here), RingMergeReduce sums them per ring and tests them as the engine's rings do,
+    so the releases are the engine's."""
+    import dpstream.merge_reduce as mr_mod
+
+    part_fires = {}
+    orig = mr_mod.EpochMergeReduce.step
+
+    def step(self, *a, **kw):
+        out = orig(self, *a, **kw)
+        part_fires[id(self)] = self.part_fires
+        return out
+
+    monkeypatch.setattr(mr_mod.EpochMergeReduce, "step", step)
+    _engine_overrides(monkeypatch, dict(part_fire=2.0))
+    X = np.concatenate(_in_order())
+    got, want, job = _job_and_engine_on(X, tmp_path, seed_file, radius=12, k=3, tick_size=100, horizon=40,
+                                        epsilon=8, extra=["--point_shards=3"])
+    assert job_mod.engine_config(job).part_fire == 2.0
+    assert got == want and len(got) == 40
+    assert sum(part_fires.values()) > 0  # the engine's part sparse vector did release blocks on this stream
+
+
+_RESTART_CAUSES = ("a part's fire restarts the ring instance", "the ring's fire restarts its part instances",
+                   "a flush restarts the part instances")
+
+
+def _ring_stage_restarts(monkeypatch, tmp_path, seed_file, keep=None):
+    """The part_fire job above, recording every restart of the ring stage's sparse vectors (those holding one
+    ring's instances): its tick, cause, mask, and the instances' counts and thresholds after it beside the
+    fresh thresholds its key gives. ``keep`` breaks the restarts an instance's own ⊤ did not cause: "threshold"
+    zeroes the count only, "count" draws the fresh threshold only."""
+    import dpstream.sparse_vector as svt_mod
+
+    log = {"out": {}, "restarts": []}
+    orig_test, orig_restart = svt_mod.LevelZeroAboveThreshold.test, svt_mod.LevelZeroAboveThreshold.restart
+
+    def test(self, tick, arrivals, *a):
+        out = orig_test(self, tick, arrivals, *a)
+        if self._held() is not None:
+            log["out"][(self.key, self._held(), tick)] = np.array(out)
+        return out
+
+    def restart(self, tick, mask, tag=()):
+        held, mask, tag = self._held(), np.asarray(mask, dtype=bool), tuple(tag)
+        if held is None:
+            return orig_restart(self, tick, mask, tag)
+        own = np.zeros_like(mask) if tag else log["out"][(self.key, held, tick)] & mask
+        fresh = (self.threshold + self.noise.laplace(self.key + ("threshold", tick) + tag, self.n, self.scale)
+                 [held[0]:held[1]])
+        if keep is None:
+            orig_restart(self, tick, mask, tag)
+        else:
+            orig_restart(self, tick, own, tag)
+            other = mask & ~own
+            if keep == "threshold":
+                self.count = np.where(other, 0, self.count)
+            else:
+                self.noisy_threshold = np.where(other, fresh, self.noisy_threshold)
+        log["restarts"].append((self.key, held, tick, tag, mask, own, self.count.copy(),
+                                np.array(self.noisy_threshold, dtype=float), fresh))
+
+    monkeypatch.setattr(svt_mod.LevelZeroAboveThreshold, "test", test)
+    monkeypatch.setattr(svt_mod.LevelZeroAboveThreshold, "restart", restart)
+    _engine_overrides(monkeypatch, dict(part_fire=2.0))
+    X = np.concatenate(_in_order())
+    _job_and_engine_on(X, tmp_path, seed_file, radius=12, k=3, tick_size=100, horizon=40, epsilon=8,
+                       extra=["--point_shards=3"])
+    return log
+
+
+def _check_ring_stage_restarts(log, causes=_RESTART_CAUSES):
+    """A ring's release (its instance's ⊤ or one of its parts') restarts the ring instance and every part
+    instance of the ring; each restart the other sparse vector or a flush caused zeroes the count and adopts
+    the fresh threshold."""
+    part_out = {(k[1], held[0] // (held[1] - held[0]), t): o for (k, held, t), o in log["out"].items()
+                if k[0] == "part-svt"}
+    seen = dict.fromkeys(_RESTART_CAUSES, 0)
+    for key, held, t, tag, mask, own, count, thr, fresh in log["restarts"]:
+        if key[0] == "svt":
+            fired = log["out"][(key, held, t)][0] or part_out[(key[1], held[0], t)].any()
+            assert mask.tolist() == [bool(fired)]
+        cause = _RESTART_CAUSES[2 if tag else (0 if key[0] == "svt" else 1)]
+        other = mask & ~own
+        if cause in causes and other.any():
+            seen[cause] += int(other.sum())
+            assert np.all(count[other] == 0), f"{cause}: the count is not zeroed (tick {t})"
+            np.testing.assert_array_equal(thr[other], fresh[other], err_msg=f"{cause}: no fresh threshold")
+    for cause in causes:
+        assert seen[cause] > 0, f"{cause}: never happened in this run"
+
+
+def test_the_ring_stage_restarts_both_sparse_vectors(tmp_path, seed_file, monkeypatch):
+    """P23 in the job's ring stage: every restart the other sparse vector or a flush causes is a whole one."""
+    _check_ring_stage_restarts(_ring_stage_restarts(monkeypatch, tmp_path, seed_file))
+
+
+@pytest.mark.parametrize("keep", ["threshold", "count"])
+def test_ring_stage_restart_check_catches_half_restarts(tmp_path, seed_file, monkeypatch, keep):
+    log = _ring_stage_restarts(monkeypatch, tmp_path, seed_file, keep)
+    for cause in _RESTART_CAUSES:
+        with pytest.raises(AssertionError, match=cause):
+            _check_ring_stage_restarts(log, (cause,))
+
+
+def test_the_job_refuses_part_fire_rate(tmp_path, seed_file, monkeypatch):
+    """part_fire_rate (the rate term of the part threshold) is the engine's only: the job refuses it rather
+    than release what the engine would not."""
+    _engine_overrides(monkeypatch, dict(part_fire=3.0, part_fire_rate=2.0))
+    X = _blobs(300, np.random.default_rng(0))
+    with pytest.raises(ValueError, match="part_fire_rate is not available in the Beam job"):
+        _job_and_engine_on(X, tmp_path, seed_file, radius=12, k=3, tick_size=100, horizon=4, epsilon=1)
