@@ -168,13 +168,12 @@ def main(argv=None):
     for s in range(a.seeds):
         m = DPStreamClusterer(ds.k, epsilon=a.eps, delta=1e-6, radius=ds.radius, center=ds.center, random_state=s,
                               tick_size=ds.tick, **({"horizon_ticks": ds.T} if a.exact else {}), **kw)
-        ck, epochs, notes, flushes, part_fires = {}, [], [], [], {}
+        ck, epochs, notes, flushes, part_fires = {}, [], [], [], 0
         for t in range(1, last_tick + 1):
-            mr = m.engine_.mr if t > 1 else None  # the epoch's rings before the tick (part_fire's releases)
+            mr = m.engine_.mr if t > 1 else None  # the epoch's rings that step this tick (part_fire's releases)
+            before = mr.part_fires if mr is not None else 0
             m.partial_fit(ds.X[(t - 1) * ds.tick:t * ds.tick], last=a.declare_end and t == last_tick)
-            for r in (mr, m.engine_.mr):
-                if r is not None:
-                    part_fires[id(r)] = r.part_fires
+            part_fires += (mr if mr is not None else m.engine_.mr).part_fires - before
             epochs.append(m.release_.epoch)
             if m.engine_.schedule.last_flush == t:  # the schedule's flush ticks (public: DP outputs only)
                 flushes.append(t)
@@ -194,7 +193,7 @@ def main(argv=None):
         print(f"seed {s}: final {finals[-1]:.3f}  worst prefix {worst[-1]:.3f}  "
               f"prefix {' '.join(f'{t}:{r:.2f}' for t, r in ratios.items())}  epoch changes {changes}  "
               f"other flushes {[t for t in flushes[1:] if t not in changes]}"
-              + (f"  part fires {sum(part_fires.values())}" if kw.get("part_fire") else ""), flush=True)
+              + (f"  part fires {part_fires}" if kw.get("part_fire") else ""), flush=True)
         for note in notes:
             print(note, flush=True)
         if a.state:
