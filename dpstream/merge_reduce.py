@@ -7,12 +7,13 @@ parts (ring i, center f) for *every* f of the epoch's center set — and the res
 merged into a binary-counter stack of levels reduced with black box B.
 
 Block j of ring i in epoch e is opened with the tree directions of key ("A", e, i) (shared by
-the ring's blocks) and released under the key ("A", e, i, j), exactly once: a fire or the flush of an epoch change or
-the horizon. The flush sends every ring's pending block through A — every part, empty ones
-included — so no point is lost and each point still enters exactly one A call (P6,
-P9). With ``part_fire`` (P23) a second sparse vector per (ring, part) also releases a ring's block when one of
-its parts piles up; a ring still releases at most once per tick. Each ring is a separate state machine (:class:`RingMergeReduce`), so a Beam
-stage can hold one ring per key and draw the same noise.
+the ring's blocks) and released under the key ("A", e, i, j), exactly once: a fire or the flush of
+an epoch change or the horizon. The flush sends every ring's pending block through A — every part,
+empty ones included — so no point is lost and each point still enters exactly one A call (P6, P9).
+With ``part_fire`` (P23) a second sparse vector per (ring, part) also releases a ring's block when
+one of its parts piles up; a ring still releases at most once per tick. Each ring is a separate
+state machine (:class:`RingMergeReduce`), so a Beam stage can hold one ring per key and draw the
+same noise.
 """
 from __future__ import annotations
 

@@ -267,7 +267,9 @@ class PrivacyPlan:
         svt_floor_scale = 2.0 * rel1 * g / eps_svt
         lines: List[LedgerLine] = []
         lines.append(LedgerLine("sparse vector (Alg. 5)", "svt", svt_scale, rel1 * g, 1, eps_ring,
-                                "one instance per record; threshold and query noise Lap(2Δ/ε_svt)"))
+                                "one instance per record; threshold and query noise Lap(2Δ/ε_svt)" if not cfg.part_fire
+                                else "one instance per record; threshold and query noise Lap(2Δ/ε_ring), ε_ring: "
+                                     "ε_svt less the part sparse vector's share"))
         part_svt_scale = 0.0
         if cfg.part_fire:
             eps_part = eps_svt - eps_ring

@@ -66,7 +66,8 @@ def count_share(k: int, d: int, semicoreset: str) -> float:
 # Two thirds: a part's threshold (C·M/P, part_fire_threshold) is a fraction of the ring's M, so the
 # part instances need the smaller noise (M's floor reads the whole ε_svt: block_size). Measured
 # (benchmarks/results/tail_flush.md, C = 3): at one half, shuffled gmm100 lost 2.893 → 3.236 to part fires;
-# at two thirds 2.893; at one third the part instances fired on noise (blobs 10⁴: 338 part fires at C = 2).
+# at two thirds 2.893; at one third the part instances fired on noise (blobs 10⁴: 333 part fires in 5 seeds
+# at C = 2).
 PART_SVT_SHARE = 2.0 / 3.0
 
 
@@ -74,9 +75,10 @@ def block_size(cfg, plan, leaf_threshold: float) -> int:
     """M, the level-0 block size: c_M·k leaves of the release's keep threshold θ_k (so a block can
     hold k clusters whose every leaf passes), and enough that the sparse vector's noise cannot fire
     a block at a fraction of it: M ≥ 4·b_svt·ln T with b_svt the SVT's Laplace scale — with the sparse
-    vector's whole ε (the plan's ``svt_floor_scale``): with ``part_fire`` the ring sparse vector keeps a third of it and the part one releases
-    blocks at a fraction of M by design, and a floor three times higher held blobs 10⁴'s blocks at 5,990
-    points instead of 2,352 (with a declared end 1.199 → 1.423, no part fire involved)."""
+    vector's whole ε (the plan's ``svt_floor_scale``): with ``part_fire`` the ring sparse vector keeps a
+    third of it and the part one releases blocks at a fraction of M by design, and a floor three times
+    higher held blobs 10⁴'s blocks at 5,990 points instead of 2,352 (with a declared end 1.199 → 1.423,
+    no part fire involved)."""
     b_svt = plan.svt_floor_scale if plan.svt_floor_scale is not None else plan.svt_scale
     svt_floor = 4.0 * b_svt * math.log(max(cfg.horizon_ticks, 2))
     m = max(svt_floor, cfg.block_leaves * cfg.n_clusters * leaf_threshold)
