@@ -179,7 +179,7 @@ class Engine:
                     # just flushed: DP outputs of ticks ≤ t, and the new rings only see ticks > t
                     F = release_step.next_ring_centers(F, self._ring_centers(t, gate))
                     self._adopted_release = self._cache_version
-                release, self._ring_release = self._ring_release, None
+                release = self.__dict__.pop("_ring_release", None)  # the class default again: nothing kept
                 self.mr = EpochMergeReduce(cfg, self.plan, self.noise, self.A, self.epoch, F.copy(),
                                            self.block_size, count_est, release)
         self.t = t

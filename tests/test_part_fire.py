@@ -76,7 +76,8 @@ def test_off_is_the_default_and_leaves_the_configuration_and_plan_as_before():
 
 def test_an_engine_pickled_before_the_option_steps_and_releases_as_before():
     """An engine pickled before the part sparse vector (its epoch without ``psvt``, ``part_fires``,
-    ``part_shares``; no ``_ring_release``) unpickles, steps and releases what an engine never pickled does."""
+    ``part_shares``, its ring sparse vector without ``span``; no ``_ring_release``) unpickles, steps and releases
+    what an engine never pickled does."""
     cfg = EngineConfig(n_clusters=3, dim=2, radius=12.0, epsilon=1.0, horizon_ticks=40)  # the default: off
     ticks = _in_order()
     a, b = Engine(cfg, SEED), Engine(cfg, SEED)
@@ -85,10 +86,11 @@ def test_an_engine_pickled_before_the_option_steps_and_releases_as_before():
         b.step(x)
     for name in ("psvt", "part_fires", "part_shares"):
         del b.mr.__dict__[name]
-    b.__dict__.pop("_ring_release", None)
+    del b.mr.svt.__dict__["span"]
+    assert "_ring_release" not in b.__dict__  # a default engine keeps no release for the rate term
     old = pickle.loads(pickle.dumps(b))
     old.attach_seed(SEED)
-    assert "psvt" not in old.mr.__dict__
+    assert "psvt" not in old.mr.__dict__ and "span" not in old.mr.svt.__dict__
     for x in ticks[6:]:
         assert a.step(x).to_dict() == old.step(x).to_dict()
     assert a.mr.epoch == old.mr.epoch > 0  # the restored engine crossed an epoch change too
