@@ -220,6 +220,20 @@ def _fresh(svt, tick, tag=()):
     return svt.threshold + svt.noise.laplace(svt.key + ("threshold", tick) + tag, svt.n, svt.scale)
 
 
+def assert_whole_restarts(seen: dict, causes, cause: str, mask, count, thr, fresh, t: int) -> None:
+    """The instances in ``mask``, restarted at tick t for ``cause``, have count 0 and exactly the fresh
+    thresholds ``fresh``; counts them in ``seen`` (the engine's and the job's restart checks share this)."""
+    if cause in causes and mask.any():
+        seen[cause] += int(mask.sum())
+        assert np.all(count[mask] == 0), f"{cause}: the count is not zeroed (tick {t})"
+        np.testing.assert_array_equal(thr[mask], fresh[mask], err_msg=f"{cause}: no fresh threshold")
+
+
+def assert_every_cause_seen(seen: dict, causes) -> None:
+    for cause in causes:
+        assert seen[cause] > 0, f"{cause}: never happened in this run"
+
+
 def check_restarts(log, cfg, causes=RESTART_CAUSES):
     """Every restart the other sparse vector or a flush causes zeroes the instance's count AND draws its fresh
     threshold under the restart's key (an instance that keeps either would count a record in two segments, or
@@ -249,12 +263,8 @@ def check_restarts(log, cfg, causes=RESTART_CAUSES):
             cases = [(RESTART_CAUSES[2], np.repeat(flushed[:, None], P, axis=1), pc1, pr1,
                       _fresh(mr.psvt, t, ("flush",)).reshape(I, P))]
         for cause, mask, count, thr, fresh in cases:
-            if cause in causes and mask.any():
-                seen[cause] += int(mask.sum())
-                assert np.all(count[mask] == 0), f"{cause}: the count is not zeroed (tick {t})"
-                np.testing.assert_array_equal(thr[mask], fresh[mask], err_msg=f"{cause}: no fresh threshold")
-    for cause in causes:
-        assert seen[cause] > 0, f"{cause}: never happened in this run"
+            assert_whole_restarts(seen, causes, cause, mask, count, thr, fresh, t)
+    assert_every_cause_seen(seen, causes)
 
 
 def check_one_a_call_per_record(log, n_points):

@@ -11,7 +11,7 @@ beam = pytest.importorskip("apache_beam", reason="apache_beam is not importable:
 
 from pipelines import dp_stream_cluster as job_mod  # noqa: E402
 from tests.beam.test_pipeline import _blobs, _engine_overrides, _job_and_engine_on, seed_file  # noqa: E402,F401
-from tests.test_part_fire import _in_order  # noqa: E402
+from tests.test_part_fire import _in_order, assert_every_cause_seen, assert_whole_restarts  # noqa: E402
 
 
 def test_batch_job_with_part_fire_releases_what_the_engine_releases(tmp_path, seed_file, monkeypatch):
@@ -99,13 +99,8 @@ def _check_ring_stage_restarts(log, causes=_RESTART_CAUSES):
             fired = log["out"][(key, held, t)][0] or part_out[(key[1], held[0], t)].any()
             assert mask.tolist() == [bool(fired)]
         cause = _RESTART_CAUSES[2 if tag else (0 if key[0] == "svt" else 1)]
-        other = mask & ~own
-        if cause in causes and other.any():
-            seen[cause] += int(other.sum())
-            assert np.all(count[other] == 0), f"{cause}: the count is not zeroed (tick {t})"
-            np.testing.assert_array_equal(thr[other], fresh[other], err_msg=f"{cause}: no fresh threshold")
-    for cause in causes:
-        assert seen[cause] > 0, f"{cause}: never happened in this run"
+        assert_whole_restarts(seen, causes, cause, mask & ~own, count, thr, fresh, t)
+    assert_every_cause_seen(seen, causes)
 
 
 def test_the_ring_stage_restarts_both_sparse_vectors(tmp_path, seed_file, monkeypatch):
