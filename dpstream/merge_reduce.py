@@ -170,7 +170,7 @@ class EpochMergeReduce:
         else:  # P23: a ring releases when its count or one of its parts' passes; once a tick either way
             P = self.centers.shape[0]
             cells = (np.bincount(ring * P + f, minlength=I * P) if len(x) else np.zeros(I * P, dtype=np.int64))
-            fired, part_only = test_and_restart(self.svt, self.psvt, tick, arrivals, cells, self._raise_by(count))
+            fired, part_only = fire_and_restart(self.svt, self.psvt, tick, arrivals, cells, self._raise_by(count))
             self.part_fires += int(part_only.sum())
         for i in np.flatnonzero(fired):
             self.rings[i].release_block(tick, count)
@@ -215,7 +215,7 @@ class EpochMergeReduce:
                 + (self.part_shares.size if self.part_shares is not None else 0))
 
 
-def test_and_restart(svt: LevelZeroAboveThreshold, psvt: LevelZeroAboveThreshold, tick: int, arrivals: np.ndarray,
+def fire_and_restart(svt: LevelZeroAboveThreshold, psvt: LevelZeroAboveThreshold, tick: int, arrivals: np.ndarray,
                      cells: np.ndarray, raise_by: Optional[np.ndarray] = None) -> tuple:
     """One tick of ``part_fire`` (P23) for rings and their parts, the engine's (every ring) and a Beam key's (one
     ring: ``svt`` and ``psvt`` hold its instances): ``arrivals`` per ring, ``cells`` per (ring, part). A ring
