@@ -235,4 +235,7 @@ class Engine:
             n += self.bic.state_floats()
         if self._cache is not None:
             n += self._cache[0].size + self._cache[1].size + self._cache[2].size
+        rc = self._released.coreset if self._released is not None else None
+        if rc is not None and not rc.own_fit:  # a decayed fit sample of its own (≤ s_B points): kept, pickled
+            n += rc.fit_points.size + rc.fit_weights.size
         return int(n)

@@ -60,7 +60,10 @@ def bound_terms(cfg: EngineConfig, svt_scale: float, block_size: int, n_f: int =
         "blocks": I * block,
         "levels": I * (P * leaves_per_part(cfg) + (lam - 1) * s_b) * (d + 1),
         "epochs": E * s_b * (d + 1),
+        # the release coreset and its centers, and the sample the centers are fitted to when the epochs'
+        # weights decay (release_fit_sample: B's sample, ≤ s_B points, like the release coreset's)
         "cache": s_b * (d + 1) + k * d,
+        "fit": s_b * (d + 1) if cfg.release_epoch_decay != 1.0 else 0,
     }
 
 

@@ -98,6 +98,7 @@ class Monitor:
         self.max_state = 0
         self.max_ratio = 0.0
         self.states = []
+        self.fit_floats = []  # of each state: the release fit's own sample (0: the coreset is the fit)
         self.n_f = 1
         self.worst = (0, 0.0, 1)  # (state, bound, |F|) at the tick closest to the bound
 
@@ -114,6 +115,8 @@ class Monitor:
         assert e.peak_state <= b, f"tick {rel.tick}: peak {e.peak_state} > bound {b:.0f}"
         self._check_parts(n_f)
         self.states.append(s)
+        rc = e._released.coreset
+        self.fit_floats.append(0 if rc.own_fit else rc.fit_points.size + rc.fit_weights.size)
         self.max_state = max(self.max_state, s)
         if s / b > self.max_ratio:
             self.max_ratio, self.worst = s / b, (s, b, n_f)
@@ -149,6 +152,9 @@ class Monitor:
         assert all(len(s) <= s_b for s in e.epoch_coresets)
         pts, w, centers = e._cache
         assert len(w) <= s_b and centers.shape[0] <= k
+        rc = e._released.coreset
+        if not rc.own_fit:  # the decayed fit sample: B's sample of the run's coreset, as the release's
+            assert len(rc.fit_weights) <= s_b and rc.fit_points.size + rc.fit_weights.size <= t["fit"]
 
 
 def _unit(rng, n, d):
@@ -268,8 +274,10 @@ def test_a_burst_of_a_million_points_in_one_tick(seed, flavour):
             assert at_burst < n_burst / 50
     e = mon.e
     assert e.peak_state <= state_bound(e, mon.n_f)
-    # afterwards the state is the usual size: that of the same stream without the burst
-    after = mon.states[burst_tick:]
+    # afterwards the state is the usual size: that of the same stream without the burst, but for the release
+    # fit's own sample (≤ s_B points, checked tick by tick): the burst's epoch released 10× more points than
+    # the base's, and the fit sample is drawn from them as the release coreset is
+    after = [s - f for s, f in zip(mon.states, mon.fit_floats)][burst_tick:]
     assert max(after) <= 2 * base.max_state, (max(after), base.max_state)
     assert mon.states[-1] <= 2 * base.states[-1] + 1000, (mon.states[-1], base.states[-1])
     mon.summary(f"burst (state at the burst tick {at_burst}, without the burst at most {base.max_state})")
@@ -315,15 +323,15 @@ def test_the_pickled_engine_is_as_small_as_its_state_after_a_big_tick(seed):
 
 def test_the_pickled_engine_grows_only_with_its_state_over_epoch_changes(seed):
     """Found on a default engine at d = 100: the release the next epoch's rings were drawn from (read only by
-    ``part_fire_rate``, not counted by state_size()) was kept, and pickled, after every epoch change. What a
-    pickle holds beyond the state's floats (the objects' structure) must stay about what it was at the
-    first tick. (``release_epoch_decay`` = 1: the centers are fitted to the release coreset itself, which
-    state_size() counts, not to a decayed sample of their own.)"""
+    ``part_fire_rate``, not counted by state_size()) was kept, and pickled, after every epoch change; and so
+    was the sample the release's centers are fitted to once a second epoch's weight decays (the default
+    ``release_epoch_decay``), until state_size() counted it. What a pickle holds beyond the state's floats
+    (the objects' structure) must stay about what it was at the first tick."""
     import pickle
 
     d, k, T = 100, 10, 30
-    e = Engine(EngineConfig(n_clusters=k, dim=d, radius=30.0, epsilon=1.0, horizon_ticks=T,
-                            release_epoch_decay=1.0), seed)
+    e = Engine(EngineConfig(n_clusters=k, dim=d, radius=30.0, epsilon=1.0, horizon_ticks=T), seed)
+    assert e.cfg.release_epoch_decay < 1  # the default: the centers have a fit sample of their own
     rng = np.random.default_rng(0)
     C = rng.normal(size=(k, d)) * 5
     extra = []

@@ -172,6 +172,11 @@ class _ReleaseFn(StageFn):
             d = cfg.dim + 1
             floats = sum(len(c) * d for c in st.run.closed) + sum(
                 len(lv) * d for lvs in st.run.levels.values() for lv in lvs if lv is not None)
+            last = st.run.last
+            if last is not None:  # the release coreset re-emitted while no ring changes, and its own fit sample
+                floats += last.points.size + last.weights.size
+                if last.fit is not None:
+                    floats += last.fit[0].size + last.fit[1].size
         if tables.table is not None:
             floats += tables.table.state_floats()
         self._stats.note(RELEASE_KEY, floats=floats)
