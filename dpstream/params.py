@@ -71,15 +71,11 @@ def _check_cells_options(v: dict) -> None:
     v["cells_locate_dims"], v["cells_lloyd_steps"], v["cells_lloyd_share"] = int(p), int(steps), float(g)
     over, split, phi = v["cells_overseed"], v["cells_reseed"], v["cells_count_share"]
     _check(_is_whole(over) and over >= 1, f"cells_overseed must be an integer >= 1, got {over!r}")
-    _check(_is_num(split) and math.isfinite(split) and split >= 0, f"cells_reseed must be a number >= 0, got {split!r}")
+    _check_nonneg(v, "cells_reseed", "a number")
     _check(_is_num(phi) and 0 <= phi < 1, f"cells_count_share must be a share in [0, 1), got {phi!r}")
     v["cells_overseed"], v["cells_reseed"], v["cells_count_share"] = int(over), float(split), float(phi)
-    gate = v["cells_gate"]
-    _check(_is_num(gate) and math.isfinite(gate) and gate >= 0, f"cells_gate must be a number >= 0, got {gate!r}")
-    v["cells_gate"] = float(gate)
-    top = v["cells_gate_max"]
-    _check(_is_num(top) and math.isfinite(top) and top >= 0, f"cells_gate_max must be a number >= 0, got {top!r}")
-    v["cells_gate_max"] = float(top)
+    gate = v["cells_gate"] = float(_check_nonneg(v, "cells_gate", "a number"))
+    top = v["cells_gate_max"] = float(_check_nonneg(v, "cells_gate_max", "a number"))
     _check(not top or gate, "cells_gate_max needs cells_gate > 0 (it bounds the gate from above)")
     for name in CELLS_OPTIONS:
         _check(v[name] == _DEFAULTS[name] or f, f"{name} needs tree_cells > 0 (the options of A's cells)")
@@ -97,6 +93,13 @@ def _is_whole(x) -> bool:
 
 def _is_num(x) -> bool:
     return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool)
+
+
+def _check_nonneg(v: dict, name: str, what: str = "a finite number"):
+    """``v[name]``, checked to be a finite number >= 0 (a bool is not one)."""
+    x = v[name]
+    _check(_is_num(x) and math.isfinite(x) and x >= 0, f"{name} must be {what} >= 0, got {x!r}")
+    return x
 
 
 @dataclass(frozen=True, eq=False, init=False)
@@ -385,18 +388,10 @@ def _check_and_normalise(v: dict) -> None:
            f"release_cover_factor must be a finite number > 0, got {v['release_cover_factor']!r}")
     _check(_is_num(v["flush_growth"]) and math.isfinite(v["flush_growth"]) and v["flush_growth"] > 0,
            f"flush_growth must be a finite number > 0, got {v['flush_growth']!r}")
-    _check(_is_num(v["flush_min_blocks"]) and math.isfinite(v["flush_min_blocks"]) and v["flush_min_blocks"] >= 0,
-           f"flush_min_blocks must be a finite number >= 0, got {v['flush_min_blocks']!r}")
-    _check(_is_num(v["first_flush_leaves"]) and math.isfinite(v["first_flush_leaves"]) and v["first_flush_leaves"] >= 0,
-           f"first_flush_leaves must be a finite number >= 0, got {v['first_flush_leaves']!r}")
-    _check(_is_num(v["release_min_points"]) and math.isfinite(v["release_min_points"]) and v["release_min_points"] >= 0,
-           f"release_min_points must be a finite number >= 0, got {v['release_min_points']!r}")
-    _check(_is_num(v["part_fire"]) and math.isfinite(v["part_fire"]) and v["part_fire"] >= 0,
-           f"part_fire must be a finite number >= 0, got {v['part_fire']!r}")
-    v["part_fire"] = float(v["part_fire"])
-    _check(_is_num(v["part_fire_rate"]) and math.isfinite(v["part_fire_rate"]) and v["part_fire_rate"] >= 0,
-           f"part_fire_rate must be a finite number >= 0, got {v['part_fire_rate']!r}")
-    v["part_fire_rate"] = float(v["part_fire_rate"])
+    for name in ("flush_min_blocks", "first_flush_leaves", "release_min_points"):
+        _check_nonneg(v, name)
+    for name in ("part_fire", "part_fire_rate"):
+        v[name] = float(_check_nonneg(v, name))
     _check(not v["part_fire_rate"] or v["part_fire"], "part_fire_rate needs part_fire > 0 (it raises its threshold)")
     _check(not v["part_fire_rate"] or v["ring_centers"] == RingCenters.BICRITERIA_AND_RELEASED,
            "part_fire_rate needs ring_centers='bicriteria+released' (it reads the release the epoch's rings "
