@@ -15,6 +15,7 @@ from typing import Optional
 import numpy as np
 from sklearn.base import BaseEstimator, ClusterMixin
 
+from . import rules
 from .contributions import ContributionBounder
 from .engine import Engine, StreamEnded
 from .runs import RunSequence
@@ -124,6 +125,10 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
     window_centers_ : (k, d) the latest release's window centers (runs window_first_run … run)
     release_ : the latest :class:`dpstream.release.Release`
     privacy_plan_ : the :class:`dpstream.privacy.PrivacyPlan`
+    fit_options_ : the options ``fit`` added for this input (a dict; empty for ``partial_fit``): on an
+        input of at most 50,000 rows and at least 65 columns, A's cells, gated per block
+        (:func:`dpstream.rules.short_fit_options`; n and d are public under fit's clock). Setting any
+        of them yourself (e.g. ``tree_cells=0``) keeps them off.
     n_ticks_ : ticks consumed
     labels_ : after ``fit(X)``, the index of each row of X's nearest released center (like X itself,
         operator data: an assignment of the raw rows)
@@ -205,12 +210,13 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
                            else self.horizon_ticks)
         return plan_text(cfg, points_per_tick or self.tick_size)
 
-    def _config(self, dim: int, horizon: int) -> EngineConfig:
+    def _config(self, dim: int, horizon: int, extra: Optional[dict] = None) -> EngineConfig:
+        """``extra``: options fit adds from public n and d (:func:`dpstream.rules.short_fit_options`)."""
         return EngineConfig(n_clusters=self.n_clusters, dim=dim, radius=self.radius, epsilon=self.epsilon,
                             delta=self.delta, horizon_ticks=horizon, neighbouring=self.neighbouring,
                             objective=self.objective, semicoreset=self.semicoreset,
                             center=None if self.center is None else tuple(np.asarray(self.center, float)),
-                            **self.advanced)
+                            **{**(extra or {}), **self.advanced})
 
     # -- input validation -----------------------------------------------------
     def _check_X(self, X, allow_empty=True) -> np.ndarray:
@@ -246,8 +252,9 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
             raise ValueError("X has no rows")
         return arr
 
-    def _start(self, dim: int, horizon: int) -> None:
-        cfg = self._config(dim, horizon)
+    def _start(self, dim: int, horizon: int, extra: Optional[dict] = None) -> None:
+        cfg = self._config(dim, horizon, extra)
+        self.fit_options_ = dict(extra or {})
         self._engine = RunSequence(cfg, seed_bytes(self.random_state))
         self.n_features_in_ = dim
         self.privacy_plan_ = self._engine.plan
@@ -341,7 +348,10 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
         if runs is not None and n_ticks > horizon * runs:
             raise ValueError(f"X needs {n_ticks} ticks of {self.tick_size} rows but horizon_ticks={horizon} "
                              f"with runs={runs}; raise horizon_ticks, tick_size or runs (None: unbounded)")
-        self._start(X.shape[1], horizon)
+        # a short high-dimensional input runs A's cells: n is public under fit's clock, and the input is in
+        # memory anyway (rules.short_fit_options; the user's own options win)
+        self._start(X.shape[1], horizon,
+                    rules.short_fit_options(X.shape[0], X.shape[1], self.semicoreset, self.advanced))
         every = max(1, n_ticks // 10)
         t0 = time.perf_counter()
         for i, s in enumerate(range(0, X.shape[0], self.tick_size)):

@@ -172,3 +172,30 @@ def flush_tick(t: int, last_flush: int, schedule: str, count: Optional[float] = 
         c0 = max(float(last_count), 0.0)
         return float(count) - c0 >= max(float(min_count), float(growth) * c0)
     return schedule == "dyadic" and t & (t - 1) == 0 and 2 * int(last_flush) < t
+
+
+# ``fit(X)`` on a short high-dimensional input runs A's cells, gated per block (docs/choosing-parameters.md,
+# "fit on a short high-dimensional input"). fit's position clock makes n public (P1) and the whole input is
+# in memory, so the cells' raw pending block costs no more than the input. Measured (ε = 1, exact horizon,
+# end at the last tick, 5 seeds; benchmarks/results/cells_default.md): emb784's first 10⁴ / 3·10⁴ / 5·10⁴
+# points 1.879 → 1.349 / 1.700 → 1.119 / 1.201 → 1.078, emb256's first 10⁴ / 3·10⁴ 1.719 → 1.264 /
+# 1.224 → 1.134, pix784's first 10⁴ 1.531 → 1.464; the same releases on digits (d = 64) and on gmm100's
+# first 10⁴ points. At d = 64 the cells lost (emb64's first 10⁴ points 1.268 → 1.328 with the gate's bound at
+# 2 or 3), hence the dimension bound; at the bound 1.5 emb256's first 10⁴ points kept the plain tree.
+SHORT_FIT_MAX_POINTS = 50_000
+SHORT_FIT_MIN_DIM = 65
+SHORT_FIT_CELLS = dict(tree_cells=0.69, cells_locate_dims=32, cells_lloyd_steps=4, cells_lloyd_share=0.206,
+                       tree_depth=9, count_share=0.25, cells_count_share=0.03, cells_overseed=2, cells_reseed=0.25,
+                       tree_keep_factor=1.0, cells_gate=0.75, cells_gate_max=3.0)
+
+
+def short_fit_options(n: int, d: int, semicoreset: str, user_options) -> dict:
+    """The options ``fit`` adds for an input of n rows and d columns (public under fit's clock): A's cells,
+    gated per block (``SHORT_FIT_CELLS``), when n ≤ ``SHORT_FIT_MAX_POINTS``, d ≥ ``SHORT_FIT_MIN_DIM``, A is
+    the tree and the user set none of those options nor a privacy unit (the cells need records as the unit).
+    Otherwise none: ``partial_fit`` and the Beam job never see n in advance and run the defaults."""
+    user = set(user_options)
+    if (n > SHORT_FIT_MAX_POINTS or d < SHORT_FIT_MIN_DIM or getattr(semicoreset, "value", semicoreset) != "tree"
+            or user & set(SHORT_FIT_CELLS) or user_options.get("max_contributions") is not None):
+        return {}
+    return dict(SHORT_FIT_CELLS)

@@ -28,12 +28,15 @@ pytestmark = pytest.mark.filterwarnings("ignore::dpstream.noise.UnsafeSeedWarnin
 # covers a third, of small ticks, which does not; 5: whole epochs a permutation test says the stream drifted
 # away from keep their weight — the shuffled stream releases what it released under 4; 6: an old epoch that
 # released fewer than k points leaves the release fit once a newer epoch released k, where the newer epochs
-# still arrive — rings, blocks and released coresets are version 5's, the released centers are not)
+# still arrive — rings, blocks and released coresets are version 5's, the released centers are not; 7: fit()
+# on an input of at most 50,000 rows and at least 65 columns runs A's gated cells — the engine runs below,
+# and partial_fit, release what they released under 6)
 DIGESTS = {2: "00a1e3e9c1a0e53761f36c00512e368f484ba2a743ae0ebcc1bce380d268e473",
            3: "29a3b67a78b927c07827247b740b9d5e0c5ff7e3bf3dc49cf3774cf7b9ab842b",
            4: "4b020335ebb0ecc0fce96f521a5e47244ce54ca0f630117ca02a13fe57d0f535",
            5: "5f3d0b68d7634b18ab385a8265ac097eb0de750c487ef88fb6989c79ea9199a2",
-           6: "14c0e9c280736eb8f1a31574ae7a880296e53188b91ddd8424c77afe85857e69"}
+           6: "14c0e9c280736eb8f1a31574ae7a880296e53188b91ddd8424c77afe85857e69",
+           7: "14c0e9c280736eb8f1a31574ae7a880296e53188b91ddd8424c77afe85857e69"}
 
 
 def _rounded(x):
@@ -87,8 +90,8 @@ def test_the_default_runs_releases_change_only_with_the_algorithm_version():
 
 
 # constants of the release fit's rule that the two streams above do not exercise at every value (a cluster of
-# an old epoch with few points, the one-center-per-points cap): pinned to the version, so changing one
-# without a bump fails here
+# an old epoch with few points, the one-center-per-points cap), and from 7 the options fit() adds on a short
+# high-dimensional input: pinned to the version, so changing one without a bump fails here
 # (a name "module.constant" is dpstream.module's; a bare name is dpstream.epochs')
 RULE_CONSTANTS = {3: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2},
                   4: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2},
@@ -97,7 +100,16 @@ RULE_CONSTANTS = {3: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_PO
                       "drift_decay._ALPHA": 0.01},
                   6: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2,
                       "drift_decay._POINTS_PER_CLUSTER": 2, "drift_decay._PERMUTATIONS": 200,
-                      "drift_decay._ALPHA": 0.01}}
+                      "drift_decay._ALPHA": 0.01},
+                  7: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2,
+                      "drift_decay._POINTS_PER_CLUSTER": 2, "drift_decay._PERMUTATIONS": 200,
+                      "drift_decay._ALPHA": 0.01,
+                      # what fit() adds on a short high-dimensional input (tests/test_short_fit.py)
+                      "rules.SHORT_FIT_MAX_POINTS": 50_000, "rules.SHORT_FIT_MIN_DIM": 65,
+                      "rules.SHORT_FIT_CELLS": dict(tree_cells=0.69, cells_locate_dims=32, cells_lloyd_steps=4,
+                                                    cells_lloyd_share=0.206, tree_depth=9, count_share=0.25,
+                                                    cells_count_share=0.03, cells_overseed=2, cells_reseed=0.25,
+                                                    tree_keep_factor=1.0, cells_gate=0.75, cells_gate_max=3.0)}}
 
 
 def _constant(name: str):

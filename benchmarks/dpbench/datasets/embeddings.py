@@ -49,6 +49,12 @@ register("emb64", "embeddings")(lambda: embeddings(d=64))
 register("emb256", "embeddings", kmedian=True)(lambda: embeddings(d=256))
 register("emb784", "embeddings")(lambda: embeddings(d=784))
 register("emb784_1e4", "embeddings", grid=False)(first_points(lambda: embeddings(d=784), 10_000))
+# short inputs for fit's cells rule (rules.short_fit_options): the first 10⁴–5·10⁴ points of the streams above
+register("emb64_1e4", "embeddings", grid=False)(first_points(lambda: embeddings(d=64), 10_000))
+register("emb256_1e4", "embeddings", grid=False)(first_points(lambda: embeddings(d=256), 10_000))
+register("emb256_3e4", "embeddings", grid=False)(first_points(lambda: embeddings(d=256), 30_000))
+register("emb784_3e4", "embeddings", grid=False)(first_points(lambda: embeddings(d=784), 30_000))
+register("emb784_5e4", "embeddings", grid=False)(first_points(lambda: embeddings(d=784), 50_000))
 # held out: another dimension (a common sentence-embedding size), intrinsic dimension and seed
 register("emb384", "embeddings", held_out=True)(lambda: embeddings(d=384, intrinsic=8, seed=1000))
 register("emb384_1e4", "embeddings", held_out=True, grid=False)(
