@@ -204,7 +204,8 @@ class DPStreamClusterer(ClusterMixin, BaseEstimator):
     def plan(self, n_features: int, points_per_tick: Optional[float] = None) -> str:
         """The privacy plan, block size, first tick with a full block and state bound of this
         configuration for ``n_features`` dimensions, before any data (:mod:`dpstream.planning`;
-        the job's ``--plan_only``). ``points_per_tick`` default: ``tick_size``."""
+        the job's ``--plan_only``). ``points_per_tick`` default: ``tick_size``. ``fit`` on a short
+        high-dimensional input adds options to it (``fit_options_``; its ``privacy_plan_`` is that run's)."""
         from .planning import plan_text
         cfg = self._config(int(n_features), DEFAULT_PARTIAL_FIT_HORIZON if self.horizon_ticks is None
                            else self.horizon_ticks)

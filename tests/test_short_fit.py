@@ -61,7 +61,7 @@ def test_fit_releases_what_the_explicit_options_release():
     assert auto.privacy_plan_.to_dict() == hand.privacy_plan_.to_dict()
     np.testing.assert_array_equal(auto.cluster_centers_, hand.cluster_centers_)
     np.testing.assert_array_equal(auto.release_.coreset_points, hand.release_.coreset_points)
-    # the cells ran on a block of this input: the release is not the defaults'
+    # and it is not the defaults' configuration, plan or release
     assert auto.privacy_plan_.to_dict() != plain.privacy_plan_.to_dict()
     assert not np.array_equal(auto.release_.coreset_points, plain.release_.coreset_points)
 
