@@ -2,7 +2,8 @@
 
 Benchmarks measure, tests assert: nothing here checks a timing or a cost target; it checks that the
 quick configuration's smallest piece produces a report, that diffprivlib is skipped cleanly where it is
-not installed (this venv has scikit-learn ≥ 1.9), and that targets.py computes PASS/MISS and the gap."""
+not installed (this venv has scikit-learn ≥ 1.9), and that targets.py and first_targets.py compute PASS/MISS
+and the gap from the methods and ε they name."""
 from __future__ import annotations
 
 import json
@@ -14,7 +15,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
 
-from dpbench import targets  # noqa: E402
+from dpbench import first_targets, targets  # noqa: E402
 from dpbench.harness import plan  # noqa: E402
 from dpbench.summary import build_meta, summarise  # noqa: E402
 
@@ -238,3 +239,49 @@ def test_first_releases_lists_the_flush_ticks_beyond_the_epoch_changes(tmp_path,
     assert other == [] and changes
     changes, other = seed_line(['flush_schedule="count"'])
     assert other and not set(other) & set(changes) and 1 not in other
+
+
+def test_first_release_targets_read_the_default_horizon_methods_at_their_own_eps():
+    ck = {"10": dict(frac=0.1, ratio=agg(1.9)), "100": dict(frac=1.0, ratio=agg(1.05))}
+    s = {"digits|dpstream_declared_end|1": cell(1.45), "blobs_1e4|dpstream_declared_end|1": cell(1.31),
+         "emb784_1e4|dpstream|1": cell(1.0),  # the exact horizon is not what a user without T gets
+         "china|dpstream_default_horizon|4": cell(1.021), "china|dpstream_default_horizon|1": cell(1.0),
+         "emb784|dpstream_default_horizon|0.5": cell(1.1, checkpoints=ck),
+         "emb784|dpstream_default_horizon|1": cell(1.09, checkpoints=ck),
+         "blobs_1e5|dpstream|1": cell(1.0, checkpoints=ck)}
+    rows = first_targets.evaluate(s, {})
+    assert by(rows, "digits")["result"] == "PASS" and by(rows, "blobs_1e4")["result"] == "MISS"
+    assert by(rows, "emb784_1e4")["result"] == "NOT RUN" and by(rows, "pixels_1e4")["result"] == "NOT RUN"
+    ch = by(rows, "china", "final release, ε = 4")
+    assert ch["result"] == "MISS" and ch["value"] == 1.021
+    e05, e1 = (by(rows, "emb784", f"prefix optimum, ε = {e}") for e in ("0.5", "1"))
+    assert e05["result"] == "PASS" and e05["value"] == 1.9 and e1["result"] == "MISS"
+    assert by(rows, "emb784", "final release")["result"] == "PASS"  # the final release, 1.09 ≤ 1.10
+    assert all(r["result"] == "NOT RUN" for r in rows if r["data"] == "blobs_1e5" and "prefix" in r["target"])
+
+
+def test_first_release_in_order_rows_pair_each_method_with_itself_and_no_regression_reads_the_exact_horizon():
+    meta = {"blobs_1e4": dict(base="blobs_1e4"), "blobs_1e4_inorder": dict(base="blobs_1e4"),
+            "pixels": dict(base="pixels", held_out=True)}
+    s = {"blobs_1e4|dpstream_declared_end|1": cell(1.2), "blobs_1e4_inorder|dpstream_declared_end|1": cell(1.26),
+         "blobs_1e4|dpstream_default_horizon|1": cell(1.5), "blobs_1e4_inorder|dpstream_default_horizon|1": cell(5.0),
+         "blobs_1e4|dpstream|1": cell(1.0), "blobs_1e4_inorder|dpstream|1": cell(1.0),
+         "gmm100|dpstream|1": cell(3.7), "gmm100|dpstream_default_horizon|1": cell(1.0),
+         "pixels|dpstream|1": cell(1.21)}
+    rows = first_targets.evaluate(s, meta)
+    io = [r for r in rows if r["data"] == "blobs_1e4_inorder"]
+    assert [(r["result"], round(r["value"], 3)) for r in io] == [("PASS", 1.05), ("MISS", 3.333)]
+    assert "declared end" in io[0]["target"] and "no declared end" in io[1]["target"]
+    assert by(rows, "gmm100", "no regression")["result"] == "PASS"  # 3.7 at the threshold, read from dpstream
+    px = by(rows, "pixels", "no regression")
+    assert px["result"] == "MISS" and "held out" in px["target"] and px["gap"].startswith("+0.003")
+    assert by(rows, "blobs_1e6", "no regression")["result"] == "NOT RUN"
+
+
+def test_the_plan_runs_the_default_horizon_methods_only_at_the_first_release_eps():
+    tasks = plan(["digits"], ["dpstream", "dpstream_declared_end", "dpstream_default_horizon"],
+                 [0.5, 1.0, 2.0, math.inf], lambda d: 1, first_release_eps={"0.5", "1"})
+    cells = {(t.method, t.eps) for t in tasks if t.method.startswith("dpstream")}
+    assert {("dpstream", e) for e in ("0.5", "1", "2", "inf")} <= cells
+    assert {e for m, e in cells if m != "dpstream"} == {"0.5", "1"}
+    assert ("dpstream_declared_end", "0.5") in cells and ("dpstream_default_horizon", "1") in cells

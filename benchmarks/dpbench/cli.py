@@ -41,6 +41,9 @@ def parser() -> argparse.ArgumentParser:
                     "(default 0.5,1,4; 'all' = every ε of --eps)")
     ap.add_argument("--inorder-ablation-eps", default="1", help="ε of the ablations on in-order variants, within "
                     "--eps (default 1; 'all' = every ε of --eps)")
+    ap.add_argument("--first-release-eps", default="0.5,1,4", help="ε of the default-horizon methods "
+                    "(dpstream_default_horizon, dpstream_declared_end), within --eps (default 0.5,1,4: what the "
+                    "first-release targets read; 'all' = every ε of --eps)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes for independent runs (default 1; "
                     "results are identical, clocks then run concurrently)")
     ap.add_argument("--run-timeout", type=float, default=900.0, help="wall seconds of one run before it is stopped "
@@ -82,7 +85,7 @@ def selection(args):
     seeds = args.seeds or (QUICK["seeds"] if q else 5)
     over = {k: int(v) for k, v in (p.split("=") for p in parse_list(args.seeds_for))}
     only = {}
-    for name in ("kmedian_eps", "inorder_ablation_eps"):
+    for name in ("kmedian_eps", "inorder_ablation_eps", "first_release_eps"):
         v = getattr(args, name)
         only[name] = None if v == "all" else {eps_key(parse_eps(e)) for e in parse_list(v)}
     return dsets, eps, methods, kmed, only, (lambda d: over.get(d, seeds)), seeds, over

@@ -6,7 +6,8 @@ from typing import Dict, List
 from . import EPS_COLS, datasets
 from .peers import REGISTRY as PEERS
 
-KMEANS_ROWS = ["kmeans", "minibatch", "diffprivlib", "dpstream", "dpstream_snap", "dpstream_vanilla", "mean"]
+KMEANS_ROWS = ["kmeans", "minibatch", "diffprivlib", "dpstream", "dpstream_default_horizon", "dpstream_declared_end",
+               "dpstream_snap", "dpstream_vanilla", "mean"]
 KMEDIAN_ROWS = ["kmedian", "dpstream_kmedian", "dpstream", "kmeans", "diffprivlib", "minibatch", "mean"]
 DP_VARIANTS = ["dpstream", "dpstream_snap", "dpstream_vanilla", "dpstream_kmedian"]
 

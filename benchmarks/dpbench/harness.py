@@ -23,14 +23,17 @@ TIMING_FIELDS = ("fit_time", "cpu_time", "wall", "run_wall", "pid", "loadavg")
 
 
 ABLATIONS = ("dpstream_snap", "dpstream_vanilla")
+DEFAULT_HORIZON = ("dpstream_default_horizon", "dpstream_declared_end")
 
 
 def plan(dsets: Iterable[str], methods: List[str], eps_list, seeds_for: Callable[[str], int],
-         kmedian_sets: Iterable[str] = (), kmedian_eps=None, inorder_ablation_eps=None) -> List[Task]:
+         kmedian_sets: Iterable[str] = (), kmedian_eps=None, inorder_ablation_eps=None,
+         first_release_eps=None) -> List[Task]:
     """Tasks, data set by data set (each in-order variant after its shuffled set, which holds the
     references: the same points, so the same reference cost; offline peers are order-invariant and are
     run on the shuffled set only). ``kmedian_eps`` / ``inorder_ablation_eps``: the ε keys at which the
-    k-median methods / the ablations on in-order variants run (None: every ε of ``eps_list``)."""
+    k-median methods / the ablations on in-order variants / the default-horizon methods run (None: every
+    ε of ``eps_list``)."""
     dsets, kmedian_sets = list(dsets), set(kmedian_sets)
     order = {b: i for i, b in enumerate(dict.fromkeys(datasets.split_name(d)[0] for d in dsets))}
     dsets = sorted(dsets, key=lambda d: (order[datasets.split_name(d)[0]], datasets.split_name(d)[1]))
@@ -52,7 +55,8 @@ def plan(dsets: Iterable[str], methods: List[str], eps_list, seeds_for: Callable
             cells = ([eps_key(e) for e in eps_list if not (p.finite_eps_only and math.isinf(e))]
                      if p.eps_dependent else ["-"])
             only = (kmedian_eps if p.objective == "kmedian" else
-                    inorder_ablation_eps if (inorder and m in ABLATIONS) else None)
+                    inorder_ablation_eps if (inorder and m in ABLATIONS) else
+                    first_release_eps if m in DEFAULT_HORIZON else None)
             if only is not None and p.eps_dependent:
                 cells = [e for e in cells if e in only]
             for e in cells:

@@ -9,7 +9,8 @@ import numpy as np
 from .fmt import DP_VARIANTS, KMEDIAN_ROWS, eps_cols, eps_label, fmt_agg, fmt_cell, fmt_rate, label, ordered, table
 from .summary import get, get_raw, med
 
-CKPT_ROWS = [("minibatch", "-"), ("dpstream", "1"), ("dpstream", "0.5"), ("dpstream_snap", "1"),
+CKPT_ROWS = [("minibatch", "-"), ("dpstream", "1"), ("dpstream", "0.5"), ("dpstream_default_horizon", "1"),
+             ("dpstream_default_horizon", "0.5"), ("dpstream_snap", "1"),
              ("dpstream_vanilla", "1")]
 
 

@@ -1,4 +1,4 @@
-"""The issue's targets, evaluated on a summary (ε = 1, δ = 1e-6, final release, median over seeds).
+"""The final-release targets, evaluated on a summary (ε = 1, δ = 1e-6, exact horizon, median over seeds).
 
 Every function takes the summary (:func:`dpbench.summary.summarise`) and the data sets' meta and returns
 rows ``dict(target, data, measured, threshold, result, gap, seeds, value)`` with ``result`` one of PASS,
@@ -39,8 +39,8 @@ def _not_run(target, data, threshold, why="not run"):
     return _row(target, data, why, threshold, None, "–")
 
 
-def ratio_le(summary, d, thr, method="dpstream", label=None) -> dict:
-    c = get(summary, d, method, EPS)
+def ratio_le(summary, d, thr, method="dpstream", label=None, eps=EPS) -> dict:
+    c = get(summary, d, method, eps)
     t = label or f"{d} cost ratio"
     if c is None:
         return _not_run(t, d, f"≤ {thr:g}")
@@ -60,14 +60,14 @@ def vs_diffprivlib(summary, d, factor, op) -> dict:
                 f"{q - factor:+.3f} ({100 * (q / factor - 1):+.1f}%)", min(_n(a), _n(b)), q)
 
 
-def inorder(summary, meta) -> List[dict]:
+def inorder(summary, meta, method="dpstream", suffix="") -> List[dict]:
     rows = []
     for d, m in meta.items():
         base = m.get("base", d)
         if base == d:
             continue
-        t = f"{d} within {INORDER_MAX:g}× of {base}" + (" (held out)" if m.get("held_out") else "")
-        a, b = get(summary, d, "dpstream", EPS), get(summary, base, "dpstream", EPS)
+        t = f"{d} within {INORDER_MAX:g}× of {base}" + (" (held out)" if m.get("held_out") else "") + suffix
+        a, b = get(summary, d, method, EPS), get(summary, base, method, EPS)
         if a is None or b is None:
             rows.append(_not_run(t, d, f"≤ {INORDER_MAX:g}×", "not run" if a is None else f"{base} not run"))
             continue
@@ -142,7 +142,7 @@ def state(summary, meta) -> List[dict]:
 
 
 def evaluate(summary: Dict, meta: Dict) -> List[dict]:
-    """The issue's targets, in its order."""
+    """The final-release targets, in the order they were set."""
     rows = []
     for d, thr in RATIO_TARGETS:
         rows.append(ratio_le(summary, d, thr))
@@ -156,7 +156,7 @@ def evaluate(summary: Dict, meta: Dict) -> List[dict]:
 
 
 def held_out(summary: Dict, meta: Dict) -> List[dict]:
-    """Not the issue's targets: the embedding rule (≤ 1.3 and < 0.8× diffprivlib) applied to the held-out
+    """Not targets: the embedding rule (≤ 1.3 and < 0.8× diffprivlib) applied to the held-out
     sets, to see whether the tuning generalises."""
     rows = []
     for d, m in meta.items():

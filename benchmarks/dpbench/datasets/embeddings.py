@@ -48,7 +48,7 @@ def embeddings(n: int = 100_000, d: int = 256, k: int = 10, intrinsic: int = 24,
 register("emb64", "embeddings")(lambda: embeddings(d=64))
 register("emb256", "embeddings", kmedian=True)(lambda: embeddings(d=256))
 register("emb784", "embeddings")(lambda: embeddings(d=784))
-register("emb784_1e4", "embeddings", grid=False)(first_points(lambda: embeddings(d=784), 10_000))
+register("emb784_1e4", "embeddings")(first_points(lambda: embeddings(d=784), 10_000))
 # short inputs for fit's cells rule (rules.short_fit_options): the first 10⁴–5·10⁴ points of the streams above
 register("emb64_1e4", "embeddings", grid=False)(first_points(lambda: embeddings(d=64), 10_000))
 register("emb256_1e4", "embeddings", grid=False)(first_points(lambda: embeddings(d=256), 10_000))

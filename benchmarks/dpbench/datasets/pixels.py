@@ -54,6 +54,6 @@ def pixels(n: int = 100_000, side: int = 28, k: int = 10, seed: int = 0, tick: i
 
 
 register("pixels", "image-like pixels", held_out=True)(lambda: pixels(seed=1))
-register("pixels_1e4", "image-like pixels", held_out=True, grid=False)(first_points(lambda: pixels(seed=1), 10_000))
+register("pixels_1e4", "image-like pixels", held_out=True)(first_points(lambda: pixels(seed=1), 10_000))
 register("pix784", "image-like pixels", grid=False)(lambda: pixels(seed=0))
 register("pix784_1e4", "image-like pixels", grid=False)(first_points(lambda: pixels(seed=0), 10_000))

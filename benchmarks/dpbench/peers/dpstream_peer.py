@@ -26,7 +26,6 @@ VARIANTS = {
     "dpstream_default_horizon": dict(horizon_ticks=None),
     "dpstream_declared_end": dict(horizon_ticks=None),
 }
-_DEFAULT_HORIZON = ("dpstream_default_horizon", "dpstream_declared_end")
 
 
 def make(ds, eps, seed, overrides):
@@ -64,5 +63,4 @@ LABELS = {
 }
 for _v in VARIANTS:
     register(Peer(_v, LABELS[_v], runner(_v), eps_dependent=True, streaming=True,
-                  objective="kmedian" if _v == "dpstream_kmedian" else "kmeans",
-                  grid=_v not in _DEFAULT_HORIZON))
+                  objective="kmedian" if _v == "dpstream_kmedian" else "kmeans"))
