@@ -30,13 +30,16 @@ pytestmark = pytest.mark.filterwarnings("ignore::dpstream.noise.UnsafeSeedWarnin
 # released fewer than k points leaves the release fit once a newer epoch released k, where the newer epochs
 # still arrive — rings, blocks and released coresets are version 5's, the released centers are not; 7: fit()
 # on an input of at most 50,000 rows and at least 65 columns runs A's gated cells — the engine runs below,
-# and partial_fit, release what they released under 6)
+# and partial_fit, release what they released under 6; 8: the partition that tells where an old epoch of
+# fewer than k released points still arrives has k clusters — the runs above release what they released under
+# 7, and the digest covers a fourth, in cluster order with k = 12, which does not)
 DIGESTS = {2: "00a1e3e9c1a0e53761f36c00512e368f484ba2a743ae0ebcc1bce380d268e473",
            3: "29a3b67a78b927c07827247b740b9d5e0c5ff7e3bf3dc49cf3774cf7b9ab842b",
            4: "4b020335ebb0ecc0fce96f521a5e47244ce54ca0f630117ca02a13fe57d0f535",
            5: "5f3d0b68d7634b18ab385a8265ac097eb0de750c487ef88fb6989c79ea9199a2",
            6: "14c0e9c280736eb8f1a31574ae7a880296e53188b91ddd8424c77afe85857e69",
-           7: "14c0e9c280736eb8f1a31574ae7a880296e53188b91ddd8424c77afe85857e69"}
+           7: "14c0e9c280736eb8f1a31574ae7a880296e53188b91ddd8424c77afe85857e69",
+           8: "82a2a11b14921fa118e44732282ce5974f9e57a87cc11865f208a4cd45ba3752"}
 
 
 def _rounded(x):
@@ -76,8 +79,20 @@ def _run_small_ticks() -> list:
             for _ in range(8)]
 
 
+def _run_many_clusters() -> list:
+    # twelve clusters on a circle in cluster order at ε = 2: the first epochs release fewer than k points,
+    # each holding clusters no newer point fills, and a later epoch releases more than k (from version 8
+    # the partition that judges them has k clusters)
+    rng = np.random.default_rng(5)
+    ang = np.linspace(0.0, 2.0 * np.pi, 12, endpoint=False)
+    means = np.c_[np.cos(ang), np.sin(ang)] * 12.0
+    e = Engine(EngineConfig(n_clusters=12, dim=2, radius=16.0, epsilon=2.0), bytes(range(32)))
+    return [_rounded(e.step(means[t // 2] + rng.normal(size=(300, 2))).to_dict()) for t in range(24)]
+
+
 def releases_digest(version: int = ALGORITHM_VERSION) -> str:
-    runs = [_run(False), _run(True)] + ([_run_small_ticks()] if version >= 4 else [])
+    runs = ([_run(False), _run(True)] + ([_run_small_ticks()] if version >= 4 else [])
+            + ([_run_many_clusters()] if version >= 8 else []))
     return hashlib.sha256(json.dumps(runs, sort_keys=True).encode()).hexdigest()
 
 
@@ -102,6 +117,15 @@ RULE_CONSTANTS = {3: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_PO
                       "drift_decay._POINTS_PER_CLUSTER": 2, "drift_decay._PERMUTATIONS": 200,
                       "drift_decay._ALPHA": 0.01},
                   7: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2,
+                      "drift_decay._POINTS_PER_CLUSTER": 2, "drift_decay._PERMUTATIONS": 200,
+                      "drift_decay._ALPHA": 0.01,
+                      # what fit() adds on a short high-dimensional input (tests/test_short_fit.py)
+                      "rules.SHORT_FIT_MAX_POINTS": 50_000, "rules.SHORT_FIT_MIN_DIM": 65,
+                      "rules.SHORT_FIT_CELLS": dict(tree_cells=0.69, cells_locate_dims=32, cells_lloyd_steps=4,
+                                                    cells_lloyd_share=0.206, tree_depth=9, count_share=0.25,
+                                                    cells_count_share=0.03, cells_overseed=2, cells_reseed=0.25,
+                                                    tree_keep_factor=1.0, cells_gate=0.75, cells_gate_max=3.0)},
+                  8: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2,
                       "drift_decay._POINTS_PER_CLUSTER": 2, "drift_decay._PERMUTATIONS": 200,
                       "drift_decay._ALPHA": 0.01,
                       # what fit() adds on a short high-dimensional input (tests/test_short_fit.py)

@@ -6,10 +6,10 @@ What must hold:
 * a shuffled stream's coarse first epochs (a few noisy means between the clusters) get weight 0 in the fit
   once a finer epoch exists, and keep their age decay while none does;
 * a coarse epoch holding a cluster no newer epoch fills (an in-order stream's first cluster) keeps its
-  weight, and so does a point a decay rule spared;
+  weight, also among many clusters (the partition has k of them), and so does a point a decay rule spared;
 * the rule reads the released epoch coresets and keyed noise only: a replay from the released sets gives
   the engine's fit sample, and a broken variant that reads the raw stream is caught by the replay;
-* the released coreset and the privacy plan do not change; off (0, the default) the fit is the default's.
+* the released coreset and the privacy plan do not change; off (0) the fit is version 5's.
 """
 from __future__ import annotations
 
@@ -78,6 +78,19 @@ def test_a_coarse_epoch_holding_a_cluster_no_newer_epoch_fills_keeps_its_weight(
     np.testing.assert_array_equal(out[:2], _age(sets)[:2])
     np.testing.assert_array_equal(out[2:4], 0.0)
     np.testing.assert_array_equal(out[4:], 1.0)
+
+
+def test_an_in_order_streams_first_clusters_keep_their_weight_when_k_is_large():
+    """Many clusters in cluster order (k = 12): the first epoch holds five clusters of its own in 10 points
+    (fewer than 1.5·k: coarse), the newer one seven others in 21. The partition that decides where the newer
+    epochs still arrive has k clusters, so each first cluster is a cluster no newer point fills and keeps its
+    age decay. A partition of a center per four points (7 for 31 points, the ``clusters`` rule's) would join
+    some first clusters to newer ones and leave them out of the fit."""
+    rng = np.random.default_rng(4)
+    ring = [(50 * np.cos(a), 50 * np.sin(a)) for a in np.linspace(0, 2 * np.pi, 12, endpoint=False)]
+    sets = [weighted_blobs(rng, ring[:5], 2, spread=0.5), weighted_blobs(rng, ring[5:], 3, spread=0.5)]
+    out = _left_out(sets, n_clusters=12)
+    np.testing.assert_array_equal(out, _age(sets))
 
 
 def test_a_point_a_decay_rule_spared_keeps_its_weight():
