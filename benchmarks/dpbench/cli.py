@@ -6,7 +6,7 @@ import math
 import os
 import sys
 
-from . import ALL_EPS, datasets, eps_key, parse_eps
+from . import ALL_EPS, datasets, eps_key, first_targets, parse_eps
 from .common import log, parse_list
 from .harness import Executor, dump_results, load_results, merge, plan, record_key
 from .peers import REGISTRY as PEERS
@@ -41,9 +41,9 @@ def parser() -> argparse.ArgumentParser:
                     "(default 0.5,1,4; 'all' = every ε of --eps)")
     ap.add_argument("--inorder-ablation-eps", default="1", help="ε of the ablations on in-order variants, within "
                     "--eps (default 1; 'all' = every ε of --eps)")
-    ap.add_argument("--first-release-eps", default="0.5,1,4", help="ε of the default-horizon methods "
-                    "(dpstream_default_horizon, dpstream_declared_end), within --eps (default 0.5,1,4: what the "
-                    "first-release targets read; 'all' = every ε of --eps)")
+    ap.add_argument("--first-release-eps", default=",".join(first_targets.EPS), help="ε of the default-horizon "
+                    "methods (dpstream_default_horizon, dpstream_declared_end), within --eps (default "
+                    f"{','.join(first_targets.EPS)}: what the first-release targets read; 'all' = every ε of --eps)")
     ap.add_argument("--jobs", type=int, default=1, help="worker processes for independent runs (default 1; "
                     "results are identical, clocks then run concurrently)")
     ap.add_argument("--run-timeout", type=float, default=900.0, help="wall seconds of one run before it is stopped "
