@@ -108,6 +108,14 @@ def test_the_default_runs_releases_change_only_with_the_algorithm_version():
 # an old epoch with few points, the one-center-per-points cap), and from 7 the options fit() adds on a short
 # high-dimensional input: pinned to the version, so changing one without a bump fails here
 # (a name "module.constant" is dpstream.module's; a bare name is dpstream.epochs')
+_VERSION_7 = {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2,
+              "drift_decay._POINTS_PER_CLUSTER": 2, "drift_decay._PERMUTATIONS": 200, "drift_decay._ALPHA": 0.01,
+              # what fit() adds on a short high-dimensional input (tests/test_short_fit.py)
+              "rules.SHORT_FIT_MAX_POINTS": 50_000, "rules.SHORT_FIT_MIN_DIM": 65,
+              "rules.SHORT_FIT_CELLS": dict(tree_cells=0.69, cells_locate_dims=32, cells_lloyd_steps=4,
+                                            cells_lloyd_share=0.206, tree_depth=9, count_share=0.25,
+                                            cells_count_share=0.03, cells_overseed=2, cells_reseed=0.25,
+                                            tree_keep_factor=1.0, cells_gate=0.75, cells_gate_max=3.0)}
 RULE_CONSTANTS = {3: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2},
                   4: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2},
                   5: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2,
@@ -116,24 +124,7 @@ RULE_CONSTANTS = {3: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_PO
                   6: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2,
                       "drift_decay._POINTS_PER_CLUSTER": 2, "drift_decay._PERMUTATIONS": 200,
                       "drift_decay._ALPHA": 0.01},
-                  7: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2,
-                      "drift_decay._POINTS_PER_CLUSTER": 2, "drift_decay._PERMUTATIONS": 200,
-                      "drift_decay._ALPHA": 0.01,
-                      # what fit() adds on a short high-dimensional input (tests/test_short_fit.py)
-                      "rules.SHORT_FIT_MAX_POINTS": 50_000, "rules.SHORT_FIT_MIN_DIM": 65,
-                      "rules.SHORT_FIT_CELLS": dict(tree_cells=0.69, cells_locate_dims=32, cells_lloyd_steps=4,
-                                                    cells_lloyd_share=0.206, tree_depth=9, count_share=0.25,
-                                                    cells_count_share=0.03, cells_overseed=2, cells_reseed=0.25,
-                                                    tree_keep_factor=1.0, cells_gate=0.75, cells_gate_max=3.0)},
-                  8: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2,
-                      "drift_decay._POINTS_PER_CLUSTER": 2, "drift_decay._PERMUTATIONS": 200,
-                      "drift_decay._ALPHA": 0.01,
-                      # what fit() adds on a short high-dimensional input (tests/test_short_fit.py)
-                      "rules.SHORT_FIT_MAX_POINTS": 50_000, "rules.SHORT_FIT_MIN_DIM": 65,
-                      "rules.SHORT_FIT_CELLS": dict(tree_cells=0.69, cells_locate_dims=32, cells_lloyd_steps=4,
-                                                    cells_lloyd_share=0.206, tree_depth=9, count_share=0.25,
-                                                    cells_count_share=0.03, cells_overseed=2, cells_reseed=0.25,
-                                                    tree_keep_factor=1.0, cells_gate=0.75, cells_gate_max=3.0)}}
+                  7: _VERSION_7, 8: _VERSION_7}  # 8 changed the rule's partition, none of these
 
 
 def _constant(name: str):
