@@ -31,6 +31,7 @@ def test_the_quick_configurations_smallest_piece_writes_the_report(tmp_path):
     for f in ("cost_vs_eps.png", "cost_vs_checkpoint.png", "state_vs_n.png"):
         assert (tmp_path / f).stat().st_size > 0
     assert "## Targets" in md and "| blobs_1e4 cost ratio |" in md and "## Intermediate releases" in md
+    assert "| method | ε=1 | ε=∞ / non-DP |" in md  # KMeans' cell in its own column, not under ε = 1
     recs = {(r["method"], r["eps"], r["seed"]): r for r in res["records"]}
     assert recs[("dpstream", "1", 0)]["status"] == "ok" and recs[("kmeans", "-", 0)]["status"] == "ok"
     assert res["summary"]["blobs_1e4|kmeans|-"]["final_ratio"]["median"] == 1.0

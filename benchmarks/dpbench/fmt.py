@@ -20,8 +20,16 @@ def ordered(meta: Dict[str, dict]) -> List[str]:
         [d for d in meta if d not in names]
 
 
+NON_PRIVATE = ("kmeans", "minibatch", "mean", "kmedian")
+
+
 def eps_cols(summary, ds, methods) -> List[str]:
-    return [e for e in EPS_COLS if any(f"{ds}|{m}|{e}" in summary for m in methods)] or ["1"]
+    """The ε columns of a table of ``methods`` on ``ds``; with a non-private method among them, always the ∞ one
+    too (its cell sits there, not under the largest ε that ran)."""
+    cols = [e for e in EPS_COLS if any(f"{ds}|{m}|{e}" in summary for m in methods)] or ["1"]
+    if "inf" not in cols and any(m in NON_PRIVATE for m in methods):
+        cols.append("inf")
+    return cols
 
 
 def eps_label(e: str) -> str:

@@ -56,7 +56,7 @@ def kmedian_section(summary, meta) -> List[str]:
          "(`dpstream.offline.weighted_kmedian`, seed 0). Every method's final centers are scored in k-median cost; "
          "`dpstream objective=\"kmedian\"` optimises it, the others optimise k-means.\n"]
     for d in sets:
-        cols = eps_cols(summary, d, ["dpstream_kmedian"])
+        cols = eps_cols(summary, d, ["dpstream_kmedian", "kmedian"])
         rows = []
         for meth in KMEDIAN_ROWS:
             if meth in ("kmedian", "kmeans", "minibatch", "mean"):
