@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Dict, List
 
 from . import targets
-from .summary import get
 
 DEFAULT, END, EXACT = "dpstream_default_horizon", "dpstream_declared_end", "dpstream"
 #: ε of the default-horizon methods in the default grid (``--first-release-eps``): the rows below read no other
@@ -32,17 +31,8 @@ def short(summary) -> List[dict]:
 
 
 def prefix(summary) -> List[dict]:
-    rows = []
-    for d, e, thr in PREFIX:
-        t = f"{d}: releases after {PREFIX_FROM:.0%} within {thr:g}× of the prefix optimum, ε = {e}, {WORDS[DEFAULT]}"
-        c = get(summary, d, DEFAULT, e)
-        v, at, seed_max = targets.worst_prefix(c, PREFIX_FROM) if c else (None, None, None)
-        if v is None:
-            rows.append(targets._not_run(t, d, f"≤ {thr:g}"))
-            continue
-        rows.append(targets._row(t, d, f"{v:.3f} at {at:.3g}·n [worst seed {seed_max:.3f}]", f"≤ {thr:g}",
-                                 v <= thr, f"{v - thr:+.3f}", targets._n(c), v))
-    return rows
+    return [targets.prefix_le(summary, d, e, PREFIX_FROM, thr, method=DEFAULT, suffix=f", {WORDS[DEFAULT]}")
+            for d, e, thr in PREFIX]
 
 
 def final(summary) -> List[dict]:

@@ -89,20 +89,20 @@ def worst_prefix(cell, min_frac):
     return worst, at, any_seed
 
 
+def prefix_le(summary, d, e, frac, thr, method="dpstream", suffix="") -> dict:
+    """The worst median release from ``frac`` of stream ``d`` on (``method`` at ε = ``e``) against ≤ ``thr``."""
+    t = f"{d}: releases after {frac:.0%} within {thr:g}× of the prefix optimum, ε = {e}{suffix}"
+    c = get(summary, d, method, e)
+    v, at, seed_max = worst_prefix(c, frac) if c else (None, None, None)
+    if v is None:
+        return _not_run(t, d, f"≤ {thr:g}")
+    return _row(t, d, f"{v:.3f} at {at:.3g}·n [worst seed {seed_max:.3f}]", f"≤ {thr:g}", v <= thr,
+                f"{v - thr:+.3f}", _n(c), v)
+
+
 def prefix(summary) -> List[dict]:
     d, eps_list, frac, thr = PREFIX
-    rows = []
-    for e in eps_list:
-        t = f"{d}: releases after {frac:.0%} within {thr:g}× of the prefix optimum, ε = {e}"
-        c = get(summary, d, "dpstream", e)
-        w = worst_prefix(c, frac) if c else (None, None, None)
-        if w[0] is None:
-            rows.append(_not_run(t, d, f"≤ {thr:g}"))
-            continue
-        v, at, seed_max = w
-        rows.append(_row(t, d, f"{v:.3f} at {at:.3g}·n [worst seed {seed_max:.3f}]", f"≤ {thr:g}", v <= thr,
-                         f"{v - thr:+.3f}", _n(c), v))
-    return rows
+    return [prefix_le(summary, d, e, frac, thr) for e in eps_list]
 
 
 def _first(summary, names):
