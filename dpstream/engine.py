@@ -83,7 +83,7 @@ class Engine:
         self.n_points = 0  # operator telemetry
         self._cache_version = None
         self._refits = 0
-        self.peak_state = 0  # largest state_size() seen at the end of a tick's ingestion (before flushes)
+        self.peak_state = 0  # largest state_size() seen after a tick's ingestion (before flushes) and at its end
         self._adopted_release = None
         self._cache = None
         self._released = None  # the last refit (release_step.Released): _cache is its (points, weights, centers)
@@ -185,7 +185,11 @@ class Engine:
         self.t = t
         if last:
             self.ended = True
-        return self._release(t, count_est)
+        rel = self._release(t, count_est)
+        # and at the tick's end: a new epoch's part sparse vector has one instance per (ring, part) of its
+        # own centers, more than the closed epoch's when the release has more centers than its rings had
+        self.peak_state = max(self.peak_state, self.state_size())
+        return rel
 
     def _ring_centers(self, t: int, count: float) -> np.ndarray:
         """The released centers the new epoch's rings use (post-processing of this tick's release)."""
