@@ -244,6 +244,6 @@ def part_svt(cfg: EngineConfig, plan: PrivacyPlan, noise: NoiseSource, epoch: in
     if not cfg.part_fire:
         return None
     I, P = cfg.n_rings, int(n_parts)
-    thr = np.tile(rules.part_fire_threshold(cfg.part_fire, block_size, P), I)
+    thr = np.tile(rules.part_fire_threshold(cfg.part_fire, block_size, P, plan.part_svt_scale), I)
     span = None if ring is None else (ring * P, (ring + 1) * P)
     return LevelZeroAboveThreshold(I * P, thr, plan.part_svt_scale, noise, ("part-svt", epoch), span=span)

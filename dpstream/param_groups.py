@@ -171,10 +171,12 @@ class MergeReduce:
       release_min_points: an old epoch that released fewer than this many times k points leaves the
         release fit once a newer epoch released at least that many (default 1; 0: off; points a decay rule spares
         keep their weight; :func:`dpstream.epochs.release_fit_sample`, ``release_epoch_decay`` < 1 only).
-      part_fire: C > 0 (0, the default: off) adds the part sparse vector (P23): a ring's pending block is
+      part_fire: C > 0 (3.5, the default; 0: off) runs the part sparse vector (P23): a ring's pending block is
         also released when one of its parts (one ring center) holds about
-        :func:`dpstream.rules.part_fire_threshold` points (C·M/P), tested at every tick by a
-        LevelZero-AboveThreshold per (ring, part) that takes part of the sparse vector's budget.
+        :func:`dpstream.rules.part_fire_threshold` points (C·M/P, never below the threshold at which noise
+        alone would fire the ring's parts more than rarely), tested at every tick by a
+        LevelZero-AboveThreshold per (ring, part) that takes part of the sparse vector's budget. It releases
+        the clusters of a stream in cluster order that would otherwise wait in open blocks.
       part_fire_rate: C2 > 0 (0, the default: off; needs ``part_fire``, a DP count estimate and
         ``ring_centers='bicriteria+released'``) raises a part's
         threshold to :func:`dpstream.rules.part_fire_rate_threshold` where that is larger: C2 times what the
@@ -202,7 +204,7 @@ class MergeReduce:
     release_decay_rule: ReleaseDecayRule = ReleaseDecayRule.DRIFT
     release_cover_factor: float = 3.0
     release_min_points: float = 1.0
-    part_fire: float = 0.0
+    part_fire: float = 3.5
     part_fire_rate: float = 0.0
 
 

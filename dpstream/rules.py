@@ -85,16 +85,40 @@ def block_size(cfg, plan, leaf_threshold: float) -> int:
     return int(min(max(m, 1.0), 2 ** 31))
 
 
-def part_fire_threshold(factor: float, block_size: int, n_parts: int) -> np.ndarray:
+def part_fire_threshold(factor: float, block_size: int, n_parts: int, scale: float = 0.0) -> np.ndarray:
     """The part sparse vector's threshold (``part_fire`` = C, P23): a ring's block is released once one of
     its P parts (one ring center each) holds about C·M/P pending points — C times a part's share of a
     block that spreads evenly over the parts. A stream in cluster order piles a new cluster into one or
     two parts and reaches it long before the ring's count reaches M; a shuffled stream spreads each block
-    over every part and reaches M first. Public quantities only (C, the block size M, P); one threshold
-    per part (a length-P array), so a rule that tells the parts apart by public values can take its place.
+    over every part and reaches M first. Public quantities only (C, the block size M, P, the part sparse
+    vector's Laplace scale); one threshold per part (a length-P array), so a rule that tells the parts apart
+    by public values can take its place.
     (Measured against C·c_M·k·θ_k/P, the block's leaf term without M's floor: the same where the leaf term
-    sets M, and many more part fires where the floor does — flower, d = 3, 1.029 → 1.246.)"""
-    return np.full(int(n_parts), float(factor) * float(block_size) / max(int(n_parts), 1))
+    sets M, and many more part fires where the floor does — flower, d = 3, 1.029 → 1.246.)
+
+    Never below :func:`part_fire_noise_floor` (``scale`` > 0): where C·M/P is a few Laplace scales (many
+    parts, a small M: low dimensions and large k, a short horizon, a small ``block_size``) the P instances
+    of a ring would fire on noise alone nearly every tick, and each such fire sends the ring's few pending
+    points through A as a block too small to release a leaf."""
+    thr = float(factor) * float(block_size) / max(int(n_parts), 1)
+    if scale > 0:
+        thr = max(thr, part_fire_noise_floor(int(n_parts), scale))
+    return np.full(int(n_parts), thr)
+
+
+# how rarely noise alone may release a ring's block through its part instances: once in this many ticks
+PART_FIRE_NOISE_TICKS = 40.0
+
+
+def part_fire_noise_floor(n_parts: int, scale: float) -> float:
+    """z·b: the part threshold at which a ring's P instances, each tested at every tick with no points, fire on
+    noise alone at rate 1/PART_FIRE_NOISE_TICKS per tick: P·e^{−z}(2 + z)/4 = 1/N (an instance's chance,
+    threshold and query noise both Lap(b), is P(ν − ρ ≥ z·b) = e^{−z}(2 + z)/4). Solved by fixed point."""
+    target = 4.0 / (PART_FIRE_NOISE_TICKS * max(int(n_parts), 1))  # e^{−z}(2 + z) at the floor
+    z = -math.log(target)
+    for _ in range(20):
+        z = math.log((2.0 + z) / target)
+    return z * float(scale)
 
 
 # the rate term's margin over the part sparse vector's noise, in Laplace scales (``part_fire_rate``): at 8

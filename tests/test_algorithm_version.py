@@ -32,14 +32,16 @@ pytestmark = pytest.mark.filterwarnings("ignore::dpstream.noise.UnsafeSeedWarnin
 # on an input of at most 50,000 rows and at least 65 columns runs A's gated cells — the engine runs below,
 # and partial_fit, release what they released under 6; 8: the partition that tells where an old epoch of
 # fewer than k released points still arrives has k clusters — the runs above release what they released under
-# 7, and the digest covers a fourth, in cluster order with k = 12, which does not)
+# 7, and the digest covers a fourth, in cluster order with k = 12, which does not; 9: the part sparse vector
+# (part_fire = 3.5, its threshold never below its noise floor) is on by default)
 DIGESTS = {2: "00a1e3e9c1a0e53761f36c00512e368f484ba2a743ae0ebcc1bce380d268e473",
            3: "29a3b67a78b927c07827247b740b9d5e0c5ff7e3bf3dc49cf3774cf7b9ab842b",
            4: "4b020335ebb0ecc0fce96f521a5e47244ce54ca0f630117ca02a13fe57d0f535",
            5: "5f3d0b68d7634b18ab385a8265ac097eb0de750c487ef88fb6989c79ea9199a2",
            6: "14c0e9c280736eb8f1a31574ae7a880296e53188b91ddd8424c77afe85857e69",
            7: "14c0e9c280736eb8f1a31574ae7a880296e53188b91ddd8424c77afe85857e69",
-           8: "82a2a11b14921fa118e44732282ce5974f9e57a87cc11865f208a4cd45ba3752"}
+           8: "82a2a11b14921fa118e44732282ce5974f9e57a87cc11865f208a4cd45ba3752",
+           9: "d74cb2711118ad209ea605edbde6baf5365d40cd864e9e69d3e295fb95c72a0f"}
 
 
 def _rounded(x):
@@ -124,7 +126,9 @@ RULE_CONSTANTS = {3: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_PO
                   6: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2,
                       "drift_decay._POINTS_PER_CLUSTER": 2, "drift_decay._PERMUTATIONS": 200,
                       "drift_decay._ALPHA": 0.01},
-                  7: _VERSION_7, 8: _VERSION_7}  # 8 changed the rule's partition, none of these
+                  7: _VERSION_7, 8: _VERSION_7,  # 8 changed the rule's partition, none of these
+                  # 9: the part sparse vector on by default: its share of ε_svt and its noise floor's rate
+                  9: {**_VERSION_7, "rules.PART_SVT_SHARE": 2.0 / 3.0, "rules.PART_FIRE_NOISE_TICKS": 40.0}}
 
 
 def _constant(name: str):

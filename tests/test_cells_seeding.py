@@ -50,7 +50,8 @@ def test_the_seeding_options_are_checked(kw, message):
 
 
 # A's output on one block of 40-dimensional blobs in three parts, for each configuration below (ε = 1, both
-# mechanisms), and the plans' lines and the dicts: recorded before the seeding options existed
+# mechanisms), and the plans' lines and the dicts: recorded before the seeding options existed, and before the
+# part sparse vector was on by default (so it is off here and its key is left out of the dicts)
 OFF_DIGEST = "7c795b0b9cfbbd3678e3e22fe27a985ddbaca14607dff5108fdca37bac0a2ff2"
 OFF = [dict(tree_cells=0.5), dict(tree_cells=0.4, cells_locate_dims=8, cells_lloyd_steps=3, cells_lloyd_share=0.3),
        dict(tree_cells=0.4, cells_lloyd_steps=2, cells_lloyd_share=0.3, count_share=0.1), dict()]
@@ -64,13 +65,13 @@ def _off_digest(extra):
     for kw in OFF:
         for delta in (1e-6, 0.0):
             cfg = EngineConfig(n_clusters=5, dim=40, radius=30.0, epsilon=1.0, delta=delta, horizon_ticks=8, **kw,
-                               **(extra if kw else {}))
+                               **(extra if kw else {}), part_fire=0.0)
             A = make_semicoreset(cfg, PrivacyPlan.build(cfg), NoiseSource(bytes(range(32))))
             out = A(X, part, np.zeros((3, 40)), np.full(3, 30.0), ("A", 0, 0, 0))
             h.update(out.points.tobytes())
             h.update(np.asarray(out.weights).tobytes())
             h.update(repr(PrivacyPlan.build(cfg).lines).encode())
-            h.update(repr(cfg.to_dict()).encode())
+            h.update(repr({k: v for k, v in cfg.to_dict().items() if k != "part_fire"}).encode())
     return h.hexdigest()
 
 

@@ -416,7 +416,8 @@ def test_part_fire_takes_its_budget_from_the_sparse_vector_share(delta):
     """P23: with part_fire the ledger has a "part sparse vector" line; it and the ring sparse vector's line
     split the sparse vector's ε (PART_SVT_SHARE), their noise scales follow from their shares, and every
     other line of the plan is the one without the option."""
-    off = _cfg(delta=delta, bicriteria=False, privacy_split=EngineConfig.privacy_split, tree_depth=None)
+    off = _cfg(delta=delta, bicriteria=False, privacy_split=EngineConfig.privacy_split, tree_depth=None,
+               part_fire=0.0)
     on = off.with_(part_fire=3.0)
     p_off, p_on = PrivacyPlan.build(off), PrivacyPlan.build(on)
     names = [ln.component for ln in p_on.lines]

@@ -179,20 +179,19 @@ def _flush_only_nonempty_rings(monkeypatch):
 
 
 def _svt_tests_only_on_arrivals(monkeypatch):
-    """Query noise drawn only for rings that received points (reveals ring membership)."""
-    def step(self, tick, arrivals):
+    """Query noise drawn only for rings (and parts) that received points (reveals ring membership); the
+    instances that fired restart as before (``step`` and the part sparse vector's tick call ``test``)."""
+    def test(self, tick, arrivals, raise_by=None):
         arrivals = np.asarray(arrivals, dtype=np.int64)
         self.count = self.count + arrivals
-        fired = np.zeros(self.n, dtype=bool)
+        thr = self.noisy_threshold + (0.0 if raise_by is None else np.asarray(raise_by, dtype=float))
+        fired = np.zeros(self.count.size, dtype=bool)
         for i in np.flatnonzero(arrivals):
             nu = self.noise.laplace(self.key + ("query", tick, int(i)), 1, self.scale)[0]
-            fired[i] = self.count[i] + nu >= self.noisy_threshold[i]
-        fresh = self.threshold + self.noise.laplace(self.key + ("threshold", tick), self.n, self.scale)
-        self.noisy_threshold = np.where(fired, fresh, self.noisy_threshold)
-        self.count = np.where(fired, 0, self.count)
+            fired[i] = self.count[i] + nu >= thr[i]
         return fired
 
-    monkeypatch.setattr(svt_mod.LevelZeroAboveThreshold, "step", step)
+    monkeypatch.setattr(svt_mod.LevelZeroAboveThreshold, "test", test)
 
 
 BROKEN = {

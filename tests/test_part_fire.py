@@ -9,9 +9,9 @@ epoch whose ⊤ releases the ring's pending block.
 * audit: at a tick without arrivals every (ring, part) instance is tested and fires at the rate of its
   ledger line's Laplace scale, P(ν − ρ ≥ thr) = e^{−x}(2 + x)/4 with x = thr/b; a mechanism drawing at half
   the ledger's scale, or testing only on ticks with arrivals, fails;
-* off (the default): no part sparse vector, no ledger line, the configuration dict of before
-  (the release digests of ``tests/test_algorithm_version.py`` are unchanged), and an engine pickled before
-  the option steps as before.
+* on by default at C = 3.5 (its configuration dict is that of before it was the default: a default run's
+  releases are told apart by the algorithm version); ``part_fire=0`` turns it off: no part sparse
+  vector, no ledger line; and an engine pickled before the option (off) steps as before.
 
 Each check is shown to catch a broken engine. The rate term (``part_fire_rate``) is in
 ``tests/test_part_fire_rate.py``. The ledger's totals with the option on, and a plan that forgets
@@ -64,10 +64,13 @@ def test_part_fire_is_checked(bad):
         _cfg(part_fire=bad)
 
 
-def test_off_is_the_default_and_leaves_the_configuration_and_plan_as_before():
+def test_on_is_the_default_and_zero_turns_it_off():
     off, on = _cfg(part_fire=0), _cfg()
-    assert EngineConfig(n_clusters=3, dim=2, radius=1.0, epsilon=1.0).part_fire == 0.0
-    assert "part_fire" not in off.to_dict() and on.to_dict()["part_fire"] == 2.0
+    default = EngineConfig(n_clusters=3, dim=2, radius=1.0, epsilon=1.0)
+    assert default.part_fire == 3.5 and "part_fire" not in default.to_dict()
+    assert off.to_dict()["part_fire"] == 0.0 and on.to_dict()["part_fire"] == 2.0
+    assert EngineConfig(**off.to_dict()) == off and EngineConfig(**default.to_dict()) == default
+    assert PrivacyPlan.build(default).participation["part_sparse_vector_instances"] == 1
     p = PrivacyPlan.build(off)
     assert p.part_svt_scale == 0.0 and all(ln.component != "part sparse vector" for ln in p.lines)
     e = Engine(off, SEED)
@@ -78,7 +81,7 @@ def test_an_engine_pickled_before_the_option_steps_and_releases_as_before():
     """An engine pickled before the part sparse vector (its epoch without ``psvt``, ``part_fires``,
     ``part_shares``, its ring sparse vector without ``span``; no ``_ring_release``) unpickles, steps and releases
     what an engine never pickled does."""
-    cfg = EngineConfig(n_clusters=3, dim=2, radius=12.0, epsilon=1.0, horizon_ticks=40)  # the default: off
+    cfg = EngineConfig(n_clusters=3, dim=2, radius=12.0, epsilon=1.0, horizon_ticks=40, part_fire=0.0)  # as then
     ticks = _in_order()
     a, b = Engine(cfg, SEED), Engine(cfg, SEED)
     for x in ticks[:6]:
@@ -101,8 +104,54 @@ def test_threshold_rule_is_c_times_a_parts_share_of_the_block():
     assert rules.part_fire_threshold(2.0, 500, 1).tolist() == [1000.0]
     cfg = _cfg()
     e = Engine(cfg, SEED)
-    thr = rules.part_fire_threshold(cfg.part_fire, e.block_size, 1)
+    thr = rules.part_fire_threshold(cfg.part_fire, e.block_size, 1, e.plan.part_svt_scale)
     np.testing.assert_allclose(e.mr.psvt.threshold, np.tile(thr, cfg.n_rings))
+
+
+@pytest.mark.parametrize("n_parts", [1, 4, 11, 65])
+def test_the_threshold_is_never_below_its_noise_floor(n_parts):
+    """The floor z·b: a ring's P empty parts fire on noise at rate 1/PART_FIRE_NOISE_TICKS per tick
+    (P·e^{−z}(2 + z)/4, the chance of Lap(b) query noise minus Lap(b) threshold noise ≥ z·b), and the
+    threshold is the larger of it and C·M/P."""
+    b = 108.0
+    floor = rules.part_fire_noise_floor(n_parts, b)
+    z = floor / b
+    assert n_parts * math.exp(-z) * (2 + z) / 4 == pytest.approx(1 / rules.PART_FIRE_NOISE_TICKS, rel=1e-9)
+    assert rules.part_fire_threshold(3.5, 10, n_parts, b).tolist() == [floor] * n_parts  # C·M/P below it
+    big = 3.5 * 10 ** 6 / n_parts
+    assert rules.part_fire_threshold(3.5, 10 ** 6, n_parts, b).tolist() == [big] * n_parts
+
+
+def test_a_small_block_keeps_its_parts_from_firing_on_noise(monkeypatch):
+    """block_size = 120 with k = 3 (C·M/P about one Laplace scale), a shuffled stream of 30 points a tick:
+    without the floor the part instances release blocks on noise at most ticks (blocks A cannot release a
+    leaf of); with it, rarely."""
+    cfg = EngineConfig(n_clusters=3, dim=2, radius=10.0, epsilon=1.0, horizon_ticks=200, block_size=120)
+    rng = np.random.default_rng(4)
+    means = np.array([[4.0, 4.0], [-4.0, 3.0], [1.0, -5.0]])
+    ticks = [means[rng.integers(0, 3, 30)] + rng.normal(scale=0.6, size=(30, 2)) for _ in range(200)]
+    orig = mr_mod.fire_and_restart
+
+    def part_fires():
+        count = [0]
+
+        def counting(*a, **kw):
+            fired, part_only = orig(*a, **kw)
+            count[0] += int(part_only.sum())
+            return fired, part_only
+
+        monkeypatch.setattr(mr_mod, "fire_and_restart", counting)
+        e = Engine(cfg, SEED)
+        for x in ticks:
+            e.step(x)
+        return count[0], e
+
+    n_floor, e = part_fires()
+    P = e.mr.centers.shape[0]
+    assert P > 1 and e.mr.psvt.threshold[0] == pytest.approx(rules.part_fire_noise_floor(P, e.plan.part_svt_scale))
+    monkeypatch.setattr(rules, "part_fire_noise_floor", lambda n_parts, scale: 0.0)
+    n_bare, _ = part_fires()
+    assert n_bare > 100 and n_bare > 5 * max(n_floor, 1), (n_bare, n_floor)
 
 
 @pytest.mark.parametrize("eps", [1.0, 8.0])
@@ -385,10 +434,12 @@ def test_participation_checks_catch_broken_engines(monkeypatch, name, caught_by)
 
 # --------------------------------------------------------------------------- audit of the noise scale
 
-def _audit_fires(n_parts=400, thr=150.0):
+def _audit_fires(monkeypatch, n_parts=400, thr=150.0):
     """Tick 1 of an epoch with P parts and no arrivals: the (ring, part) instances that fired, and the
     rate the ledger line's scale gives them (C chosen so that the rule's threshold is ``thr`` points, about
-    one Laplace scale)."""
+    one Laplace scale; the threshold's noise floor, which keeps such fires rare, is lifted: the audit is of
+    the noise)."""
+    monkeypatch.setattr(rules, "part_fire_noise_floor", lambda n_parts, scale: 0.0)
     base = _cfg(epsilon=1.0, n_clusters=2)
     cfg = base.with_(part_fire=thr * n_parts / Engine(base, SEED).block_size)
     e = Engine(cfg, SEED)
@@ -408,8 +459,8 @@ def _audit_fires(n_parts=400, thr=150.0):
     mr.step(1, np.zeros((0, cfg.dim)), empty, empty)
     line = {ln.component: ln for ln in e.plan.lines}["part sparse vector"]
     b = 2 * line.sensitivity / line.epsilon  # the ledger line's Laplace scale Lap(2Δ/ε)
-    t = rules.part_fire_threshold(cfg.part_fire, e.block_size, n_parts)[0]
-    assert t == pytest.approx(thr)
+    t = rules.part_fire_threshold(cfg.part_fire, e.block_size, n_parts, e.plan.part_svt_scale)[0]
+    assert t == pytest.approx(thr) and mr.psvt.threshold[0] == pytest.approx(thr)
     x = t / b
     return seen, math.exp(-x) * (2 + x) / 4, cfg.n_rings * n_parts
 
@@ -421,8 +472,8 @@ def check_rate(seen, p, n):
     assert abs(k - n * p) < Z * math.sqrt(n * p * (1 - p)), (k, n * p)
 
 
-def test_part_sparse_vector_fires_at_its_ledger_scale_at_an_empty_tick():
-    seen, p, n = _audit_fires()
+def test_part_sparse_vector_fires_at_its_ledger_scale_at_an_empty_tick(monkeypatch):
+    seen, p, n = _audit_fires(monkeypatch)
     assert 0.2 < p < 0.35  # a rate the test resolves (half the scale: about 0.13)
     check_rate(seen, p, n)
 
@@ -457,6 +508,6 @@ def _broken_only_on_arrivals(monkeypatch):
 @pytest.mark.parametrize("name", ["half_scale", "only_on_arrivals"])
 def test_audit_catches_broken_part_sparse_vectors(monkeypatch, name):
     {"half_scale": _broken_half_scale, "only_on_arrivals": _broken_only_on_arrivals}[name](monkeypatch)
-    seen, p, n = _audit_fires()
+    seen, p, n = _audit_fires(monkeypatch)
     with pytest.raises(AssertionError):
         check_rate(seen, p, n)

@@ -105,7 +105,7 @@ def check_rate_term(cfg, e, log):
         last = [max([s for ep, i, s in log["ring_releases"] if ep == mr.epoch and i == ring and s < t] + [start])
                 for ring in range(I)]
         n_hat = np.array([log["count"][t] - log["count"][s] for s in last])
-        thr = rules.part_fire_threshold(cfg.part_fire, e.block_size, P)
+        thr = rules.part_fire_threshold(cfg.part_fire, e.block_size, P, e.plan.part_svt_scale)
         want = np.maximum(rules.part_fire_rate_threshold(cfg.part_fire_rate, W, n_hat, e.plan.part_svt_scale)
                           - thr[None, :], 0.0).ravel()
         assert out is not None

@@ -6,7 +6,9 @@ with and without it.  What x may touch, per the plan:
 * the bicriteria: exactly Q·(L+1)·R (tree, level, rep) counter instances, each
   in exactly one bucket row, by the vector (1, bits(cell of x)), so ℓ1 = 1 +
   popcount(id) ≤ 1 + B_ℓ with B_ℓ = d·b_ℓ (one *merged* vector counter: no ×2);
-* exactly one sparse-vector instance (one ring of one epoch), by +1 at x's tick;
+* exactly one sparse-vector instance (one ring of one epoch), by +1 at x's tick, and
+  with ``part_fire`` (the default) exactly one instance of the part sparse vector (one
+  part of that ring), by +1 at x's tick;
 * exactly one level-0 block (the block of its ring, :mod:`dpstream.blocks`), which
   black box A releases at most once (exactly once here: the run ends at the
   horizon, whose flush sends every pending block through A);
@@ -69,12 +71,15 @@ def _cfg(**kw):
 
 # -- instrumentation (installed per test with monkeypatch, removed afterwards) -------------
 
-_LOG = {"adds": [], "releases": [], "svt": []}  # of the engine run in progress
+_LOG = {"adds": [], "releases": [], "svt": [], "restarts": []}  # of the engine run in progress
 
 
 def _install_spies(monkeypatch):
     orig_release = sc_mod.Semicoreset.release
-    orig_svt = svt_mod.LevelZeroAboveThreshold.step
+    # test: every tick's query of every instance (step calls it, and so does the part sparse vector's
+    # tick, which restarts the ring and part instances itself)
+    orig_svt = svt_mod.LevelZeroAboveThreshold.test
+    orig_restart = svt_mod.LevelZeroAboveThreshold.restart
 
     def spy_add(orig):
         def add(self, x, part):
@@ -91,20 +96,25 @@ def _install_spies(monkeypatch):
         finally:
             _LOG["in_release"] = False
 
-    def spy_svt(self, tick, arrivals):
-        fired = orig_svt(self, tick, arrivals)
+    def spy_svt(self, tick, arrivals, raise_by=None):
+        fired = orig_svt(self, tick, arrivals, raise_by)
         _LOG["svt"].append((self.key, tick, np.array(arrivals, dtype=np.int64), np.array(fired)))
         return fired
+
+    def spy_restart(self, tick, mask, tag=()):
+        _LOG["restarts"].append((self.key, tick, tuple(tag), np.array(mask, dtype=bool)))
+        return orig_restart(self, tick, mask, tag)
 
     for cls in (blocks_mod.LeafSketch, blocks_mod.RawBlock):
         monkeypatch.setattr(cls, "add", spy_add(cls.add))
     monkeypatch.setattr(sc_mod.Semicoreset, "release", spy_release)
-    monkeypatch.setattr(svt_mod.LevelZeroAboveThreshold, "step", spy_svt)
+    monkeypatch.setattr(svt_mod.LevelZeroAboveThreshold, "test", spy_svt)
+    monkeypatch.setattr(svt_mod.LevelZeroAboveThreshold, "restart", spy_restart)
 
 
 def _run(cfg, ticks, tracer=None, t0=T0, seed=SEED):
     global _LOG
-    _LOG = {"adds": [], "releases": [], "svt": []}
+    _LOG = {"adds": [], "releases": [], "svt": [], "restarts": []}
     e = Engine(cfg, seed, trace=True)
     e.A.record_calls = True
     e.log = _LOG
@@ -194,33 +204,43 @@ def check_counter(obs):
 
 
 def check_svt(obs):
-    """Arrivals of every SVT instance agree except one (instance, tick=t0, ring) entry, by +1."""
+    """Arrivals of every SVT instance agree except one (instance, tick=t0, ring) entry of the ring sparse
+    vector, by +1, and (``part_fire``) one entry of the part sparse vector, by +1, in the same ring's parts.
+    Returns the instances the tracer entered: (ring ones, part ones)."""
     log0, log1 = obs["e0"].log["svt"], obs["e1"].log["svt"]
     t0 = obs["t0"]
     upto0 = [r for r in log0 if r[1] <= t0]
     upto1 = [r for r in log1 if r[1] <= t0]
     assert [(k, t) for k, t, _, _ in upto0] == [(k, t) for k, t, _, _ in upto1]
-    diffs = []
+    diffs = {"svt": [], "part-svt": []}
     for (k, t, a0, f0), (_, _, a1, f1) in zip(upto0, upto1):
         d = a1 - a0
         for i in np.flatnonzero(d):
-            diffs.append((k, t, int(i), int(d[i])))
+            diffs[k[0]].append((k, t, int(i), int(d[i])))
         if t < t0:
             np.testing.assert_array_equal(f0, f1)
-    assert len(diffs) == 1, f"tracer entered {len(diffs)} sparse-vector (instance, ring) counts: {diffs}"
-    k, t, ring, dv = diffs[0]
+    ring_diffs, part_diffs = diffs["svt"], diffs["part-svt"]
+    assert len(ring_diffs) == 1, f"tracer entered {len(ring_diffs)} sparse-vector (instance, ring) counts: {ring_diffs}"
+    k, t, ring, dv = ring_diffs[0]
     assert t == t0 and dv == 1
     assert ring == obs["ring_t0"], "the SVT count that moved is not the tracer's ring"
-    # the instances' running counts right after t0: one ring ahead by one, unless it fired at t0
-    # (then both reset to 0), and no other difference
+    n_parts = obs["e1"].mr.psvt.count.size // obs["cfg"].n_rings if obs["cfg"].part_fire else 0
+    assert len(part_diffs) == (1 if n_parts else 0), (
+        f"tracer entered {len(part_diffs)} part sparse-vector (instance, ring, part) counts: {part_diffs}")
+    if n_parts:
+        _, tp, cell, dp = part_diffs[0]
+        assert tp == t0 and dp == 1
+        assert cell // n_parts == ring, "the part count that moved is not in the tracer's ring"
+    # the instances' running counts right after t0: one ring ahead by one, unless it restarted at t0
+    # (its count or a part's fired: then both runs' counts are 0), and no other difference
     (ep0, c0), (ep1, c1) = obs["e0"].svt_count_t0, obs["e1"].svt_count_t0
-    fired_t0 = [f for kk, tt, _, f in upto1 if tt == t0 and kk == k][0]
+    restarted = [m for kk, tt, tag, m in obs["e1"].log["restarts"] if tt == t0 and kk == k and tag == ()]
     if ep0 == ep1 and k == ("svt", ep1):  # the tracer's instance is still the open epoch's
         d = c1 - c0
         want = np.zeros_like(d)
-        want[ring] = 0 if fired_t0[ring] else 1
+        want[ring] = 0 if restarted[0][ring] else 1
         np.testing.assert_array_equal(d, want, err_msg="SVT counts after the tracer's tick")
-    return 1
+    return 1, len(part_diffs)
 
 
 def check_semicoreset(obs):
@@ -239,22 +259,23 @@ def check_semicoreset(obs):
     return 1
 
 
-def check_plan(obs, n_bic, n_svt, n_a, n_cnt):
+def check_plan(obs, n_bic, n_svt, n_a, n_cnt, n_part=0):
     part = obs["e1"].plan.participation
     cfg = obs["cfg"]
     assert part["bicriteria_counter_instances"] == n_bic == (
         cfg.n_trees * cfg.grid_levels * cfg.n_reps if cfg.bicriteria else 0)
     assert part["stream_counter_instances"] == n_cnt
     assert part["sparse_vector_instances"] == n_svt == 1
+    assert part.get("part_sparse_vector_instances", 0) == n_part == (1 if cfg.part_fire else 0)
     assert part["semicoreset_calls_at_most"] == 1 and n_a <= 1
 
 
 def check_all(obs):
     n_bic = check_bicriteria(obs) if obs["cfg"].bicriteria else 0
     n_cnt = 0 if obs["cfg"].bicriteria else check_counter(obs)
-    n_svt = check_svt(obs)
+    n_svt, n_part = check_svt(obs)
     n_a = check_semicoreset(obs)
-    check_plan(obs, n_bic, n_svt, n_a, n_cnt)
+    check_plan(obs, n_bic, n_svt, n_a, n_cnt, n_part)
 
 
 # -- the tests ----------------------------------------------------------------------------
@@ -275,6 +296,9 @@ CASES = [
     (dict(bicriteria=False, privacy_split=EngineConfig.privacy_split, tree_cells=0.5), (-7.0, -6.5)),
     # coarse epochs left out of the release fit (post-processing: A's calls are the default's)
     (dict(bicriteria=False, privacy_split=EngineConfig.privacy_split, release_min_points=1.5), (-7.0, -6.5)),
+    # without the part sparse vector: the ring one alone
+    (dict(bicriteria=False, privacy_split=EngineConfig.privacy_split, part_fire=0.0), (-7.0, -6.5)),
+    (dict(n_trees=2, n_reps=2, grid_levels=3, semicoreset="tree", part_fire=0.0), (3.1, 2.9)),
 ]
 
 
@@ -321,13 +345,24 @@ def _broken_bic_extra_level(monkeypatch):
 
 
 def _broken_svt_two_rings(monkeypatch):
-    orig = svt_mod.LevelZeroAboveThreshold.step  # already the spy
+    orig = svt_mod.LevelZeroAboveThreshold.test  # already the spy
 
-    def step(self, tick, arrivals):
+    def test(self, tick, arrivals, raise_by=None):
         a = np.asarray(arrivals, dtype=np.int64)
-        return orig(self, tick, a + np.roll(a, 1))
+        return orig(self, tick, a + np.roll(a, 1), raise_by)
 
-    monkeypatch.setattr(svt_mod.LevelZeroAboveThreshold, "step", step)
+    monkeypatch.setattr(svt_mod.LevelZeroAboveThreshold, "test", test)
+
+
+def _broken_part_svt_two_parts(monkeypatch):
+    """The part sparse vector counts each point in its part and in the next one."""
+    orig = svt_mod.LevelZeroAboveThreshold.test  # already the spy
+
+    def test(self, tick, arrivals, raise_by=None):
+        a = np.asarray(arrivals, dtype=np.int64)
+        return orig(self, tick, a + np.roll(a, 1) if self.key[0] == "part-svt" else a, raise_by)
+
+    monkeypatch.setattr(svt_mod.LevelZeroAboveThreshold, "test", test)
 
 
 def _broken_a_twice(monkeypatch):
@@ -358,6 +393,7 @@ BROKEN = {
     "bic_double_count": (_broken_bic_double, check_bicriteria),
     "bic_two_buckets": (_broken_bic_extra_level, check_bicriteria),
     "svt_two_rings": (_broken_svt_two_rings, check_svt),
+    "part_svt_two_parts": (_broken_part_svt_two_parts, check_svt),
     "a_block_reused": (_broken_a_twice, check_semicoreset),
     "plan_ignores_reps": (_broken_plan_design_count, check_all),
     "counter_counts_twice": (None, check_counter),

@@ -629,7 +629,9 @@ def test_check_catches_assignment_from_latest_f(monkeypatch):
         return orig(self, points)
 
     monkeypatch.setattr(engine_mod.Engine, "step", step)
-    e = Engine(_cfg(horizon_ticks=32, ring_centers="bicriteria", epoch_schedule="doubling"), SEED)
+    # without the part sparse vector: its instances, one per (ring, center) sized at the epoch's start, cannot
+    # take a center count that changes mid-epoch (the broken engine stops there, before the check)
+    e = Engine(_cfg(horizon_ticks=32, ring_centers="bicriteria", epoch_schedule="doubling", part_fire=0.0), SEED)
     # caught either by the rings themselves or by the epoch's centers changing between adoptions
     with pytest.raises(AssertionError, match="rings not from|shapes .* mismatch"):
         check_rings_from_adopted_centers(e, _stream(n_ticks=32))

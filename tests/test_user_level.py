@@ -129,18 +129,18 @@ U = 0.123456789  # the unit's coordinate: its points are recognisable wherever t
 def _spy(monkeypatch):
     log = {"engine": [], "svt": []}
     orig_step = RunSequence.step
-    orig_svt = svt_mod.LevelZeroAboveThreshold.step
+    orig_svt = svt_mod.LevelZeroAboveThreshold.test  # every query of the ring and part sparse vectors
 
     def step(self, points, bicriteria_update=None, last=False):
         log["engine"].append(np.array(points, copy=True))
         return orig_step(self, points, bicriteria_update, last=last)
 
-    def svt_step(self, tick, arrivals):
+    def svt_test(self, tick, arrivals, raise_by=None):
         log["svt"].append((self.key, tick, np.array(arrivals, copy=True)))
-        return orig_svt(self, tick, arrivals)
+        return orig_svt(self, tick, arrivals, raise_by)
 
     monkeypatch.setattr(RunSequence, "step", step)
-    monkeypatch.setattr(svt_mod.LevelZeroAboveThreshold, "step", svt_step)
+    monkeypatch.setattr(svt_mod.LevelZeroAboveThreshold, "test", svt_test)
     return log
 
 
@@ -175,10 +175,14 @@ def test_all_records_in_one_tick_one_leaf_one_ring(monkeypatch):
     per_tick, log, m = _fit(monkeypatch, [0, 3 * L, 0, 0])
     assert per_tick == [0, L, 0, 0]
     assert m.privacy_plan_.participation["unit_points_per_run_at_most"] == L
-    # the L points are one ring's arrivals at tick 2: the instance the plan calibrates for L points
-    _, log0, _ = _fit(monkeypatch, [0, 0, 0, 0])
-    d = [a - b for (k, t, a), (k0, t0, b) in zip(log["svt"], log0["svt"]) if t == 2]
-    assert sorted(np.concatenate(d).tolist())[-1] == L and np.abs(np.concatenate(d)).sum() == L
+    # the L points are one ring's arrivals at tick 2 (and one part's, of the part sparse vector): the
+    # instances the plan calibrates for L points
+    _, log0, _ = _fit(monkeypatch, [0, 0, 0, 0])  # (its spy wraps the first: ``log`` gets its queries too)
+    assert [(k, t) for k, t, _ in log["svt"][:len(log0["svt"])]] == [(k, t) for k, t, _ in log0["svt"]]
+    for family in ("svt", "part-svt"):
+        d = np.concatenate([a - b for (k, t, a), (_, _, b) in zip(log["svt"], log0["svt"])
+                            if t == 2 and k[0] == family])
+        assert d.max() == L and np.abs(d).sum() == L, family
 
 
 def test_records_spread_over_many_ticks(monkeypatch):
@@ -279,8 +283,8 @@ def test_ledger_recomputed_for_a_unit(kw):
     if cfg.delta > 0:  # what a unit plan claims: the merged Gaussian's ε at δ plus the pure part
         from dpstream.privacy import gaussian_epsilon
         z = sum(c * (s_ / n) ** 2 for k, n, s_, c in unit_mechs if k == "gaussian") ** -0.5
-        (_, b, s_svt, _), = [m for m in unit_mechs if m[0] == "svt"]
-        assert gaussian_epsilon(z, cfg.delta) + 2 * s_svt / b <= cfg.epsilon * (1 + 1e-6)
+        eps_svt = sum(2 * s_svt / b for k, b, s_svt, _ in unit_mechs if k == "svt")  # the ring and part ones
+        assert gaussian_epsilon(z, cfg.delta) + eps_svt <= cfg.epsilon * (1 + 1e-6)
 
     import test_ledger
     orig = test_ledger.mechanisms

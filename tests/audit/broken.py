@@ -20,7 +20,7 @@ from dpstream.privacy import PrivacyPlan
 
 def plan_scales_halved(monkeypatch, *which: str, factor: float = 0.5):
     """The plan calibrates some noise scales ``factor``× too small (default: halved, a lost factor 2).
-    ``which`` ⊆ {"bic", "svt", "a_count", "a_sum", "a_cell_count", "a_cell_sum", "a_lloyd_count", "a_lloyd_sum"}."""
+    ``which`` ⊆ {"bic", "svt", "part_svt", "a_count", "a_sum", "a_cell_count", "a_cell_sum", "a_lloyd_count", "a_lloyd_sum"}."""
     orig = PrivacyPlan.build.__func__
 
     def build(cls, cfg, test_seed=False):
@@ -30,6 +30,8 @@ def plan_scales_halved(monkeypatch, *which: str, factor: float = 0.5):
             changed["bic_scale"] = {lv: s * factor for lv, s in plan.bic_scale.items()}
         if "svt" in which:
             changed["svt_scale"] = plan.svt_scale * factor
+        if "part_svt" in which:
+            changed["part_svt_scale"] = plan.part_svt_scale * factor
         if "a_count" in which:
             changed["a_count_scale"] = plan.a_count_scale * factor
         if "a_sum" in which:

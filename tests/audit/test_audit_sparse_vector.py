@@ -7,8 +7,11 @@ its whole firing pattern (8 ⊤/⊥ bits); many instances run as one vectorised 
 seeds.  The event (a set of firing patterns) is chosen by empirical likelihood ratio on a
 calibration run and evaluated on fresh seeds.
 
-Configured ε: the plan's ε_svt (ledger line "sparse vector"), with the plan's scale
-b = 2Δ/ε_svt (Lyu–Su–Li's monotone variant) for both the threshold and the query noise.
+Configured ε: the ledger line of the instance audited, with the plan's scale b = 2Δ/ε for both the
+threshold and the query noise (Lyu–Su–Li's monotone variant).  The plan splits ε_svt between the
+ring sparse vector (line "sparse vector (Alg. 5)", ``svt_scale``) and the part sparse vector of
+``part_fire``, on by default (line "part sparse vector", ``part_svt_scale``): the same mechanism
+at two scales, each audited against its own line.
 
 Calibration slack, measured here: for these step-shift queries the true loss is ≤ max(1/b_thr,
 1/b_q) = ε_svt/2 (P13), so the audit of the correct mechanism stays near
@@ -38,15 +41,27 @@ BATCH = 50_000
 N_CAL, N_TEST = 50_000, 200_000
 
 
-def svt_plan() -> PrivacyPlan:
-    cfg = EngineConfig(n_clusters=1, dim=1, radius=1.0, epsilon=20.0, delta=0.0, horizon_ticks=HORIZON,
-                       neighbouring="add_remove", block_size=M, grid_levels=1,
-                       bicriteria=True, privacy_split=(0.1, 0.05, 0.85))
-    return PrivacyPlan.build(cfg)
+def svt_plan_cfg(epsilon: float = 20.0) -> EngineConfig:
+    return EngineConfig(n_clusters=1, dim=1, radius=1.0, epsilon=epsilon, delta=0.0, horizon_ticks=HORIZON,
+                        neighbouring="add_remove", block_size=M, grid_levels=1,
+                        bicriteria=True, privacy_split=(0.1, 0.05, 0.85))
 
 
-def eps_svt(plan: PrivacyPlan) -> float:
-    (line,) = [ln for ln in plan.lines if ln.mechanism == "svt"]
+def svt_plan(which: str = "") -> PrivacyPlan:
+    """The plan at ε = 20 (ε_svt = 1); with ``which``, at the ε that gives that sparse vector's line ε = 1
+    (the audit's power: a broken scale at a line of ε = 1/3 moves the firing patterns too little to see)."""
+    plan = PrivacyPlan.build(svt_plan_cfg())
+    if not which:
+        return plan
+    return PrivacyPlan.build(svt_plan_cfg(20.0 / eps_svt(plan, which)))
+
+
+# the plan's two sparse vectors: (ledger line, the plan's scale attribute)
+LINES = {"ring": ("sparse vector (Alg. 5)", "svt_scale"), "part": ("part sparse vector", "part_svt_scale")}
+
+
+def eps_svt(plan: PrivacyPlan, which: str = "ring") -> float:
+    (line,) = [ln for ln in plan.lines if ln.mechanism == "svt" and ln.component == LINES[which][0]]
     return line.epsilon
 
 
@@ -71,18 +86,30 @@ def describe(rows, kind):
     return f"firing pattern ∈ {{{', '.join(pats)}{more}}}"
 
 
-def audit(tag: str):
-    plan = svt_plan()
-    runs = [run_patterns(tag, s, ph, H.n_trials(n), plan.svt_scale)
+def audit(tag: str, which: str = "ring"):
+    plan = svt_plan(which)
+    scale = getattr(plan, LINES[which][1])
+    runs = [run_patterns(f"{tag}-{which}", s, ph, H.n_trials(n), scale)
             for ph, n in (("cal", N_CAL), ("test", N_TEST)) for s in (0, 1)]
-    return H.audit_calibrated(f"sparse vector with restarts [{tag}]", eps_svt(plan), 0.0, *runs, describe=describe)
+    return H.audit_calibrated(f"{which} sparse vector with restarts [{tag}]", eps_svt(plan, which), 0.0, *runs,
+                              describe=describe)
 
 
-def test_sparse_vector_within_plan():
+def test_the_two_sparse_vectors_share_the_plans_eps_svt():
     plan = svt_plan()
-    assert eps_svt(plan) == pytest.approx(1.0)
-    assert plan.svt_scale == pytest.approx(2.0 / eps_svt(plan))
-    res = audit("correct")
+    assert eps_svt(plan, "ring") + eps_svt(plan, "part") == pytest.approx(1.0)  # ε·w_svt = 20 · 0.05
+    assert eps_svt(plan, "part") == pytest.approx(2.0 / 3.0)  # the part one's share (rules.PART_SVT_SHARE)
+    plan_off = PrivacyPlan.build(svt_plan_cfg().with_(part_fire=0.0))
+    assert eps_svt(plan_off) == pytest.approx(1.0)
+    assert not [ln for ln in plan_off.lines if ln.component == LINES["part"][0]]
+
+
+@pytest.mark.parametrize("which", sorted(LINES))
+def test_sparse_vector_within_plan(which):
+    plan = svt_plan(which)
+    assert eps_svt(plan, which) == pytest.approx(1.0)
+    assert getattr(plan, LINES[which][1]) == pytest.approx(2.0 / eps_svt(plan, which))
+    res = audit("correct", which)
     assert res.passed, res
 
 
@@ -93,12 +120,13 @@ def test_sparse_vector_half_scale_is_still_within_eps(monkeypatch):
     assert res.passed, res
 
 
-@pytest.mark.parametrize("variant", ["quarter_scale", "tested_only_on_arrivals"])
-def test_sparse_vector_audit_catches(variant, monkeypatch):
+@pytest.mark.parametrize("variant, which", [("quarter_scale", "ring"), ("quarter_scale", "part"),
+                                            ("tested_only_on_arrivals", "ring")])
+def test_sparse_vector_audit_catches(variant, which, monkeypatch):
     if variant == "quarter_scale":
-        broken.plan_scales_halved(monkeypatch, "svt", factor=0.25)
+        broken.plan_scales_halved(monkeypatch, "svt" if which == "ring" else "part_svt", factor=0.25)
     else:
         broken.svt_tested_only_on_arrivals(monkeypatch)
-    res = audit(variant)
+    res = audit(variant, which)
     assert not res.passed, res
     assert res.eps_hat > 1.3, res

@@ -62,4 +62,6 @@ def test_job_writes_the_library_release_log(tmp_path, seed_file, full, sampled, 
     named = [json.loads(x) for x in got if IDS in x]
     assert {d["run"] for d in named} == {0, 1} and not any("coreset_points" in json.loads(x) for x in got)
     reused = sum(len(set(map(str, d[IDS])) - set(d[ROWS])) for d in named)
-    assert (reused > 0) == sampled  # with samples, lines name points that earlier lines wrote
+    # with samples, lines name points that earlier lines wrote (without, a point an earlier coreset held may
+    # stay in a later one too: then its line names it as well)
+    assert reused > 0 or not sampled
