@@ -43,7 +43,7 @@ def parse_args(argv: Optional[List[str]]) -> Tuple[Job, List[str]]:
     cfg = make_config(k=k, dim=dim, radius=radius, center=center, objective=ns.objective,
                       semicoreset=ns.semicoreset, epsilon=ns.epsilon, delta=ns.delta, horizon_ticks=horizon,
                       runs=n_runs, window_runs=int(ns.window_runs), bucket_shards=int(ns.bucket_shards),
-                      clock=clock, unit=unit)  # validates k, ε, δ, radius … with the engine's own messages
+                      clock=clock, unit=unit, part_fire=ns.part_fire)  # the engine's own messages check them
     if n_runs != 1 and cfg.bicriteria:
         raise OptionError("--runs > 1 needs the default ring centers: the bicriteria stages (--semicoreset snap) "
                           "span one run; use --runs 1 or drop --semicoreset snap")

@@ -129,16 +129,19 @@ def join(base: str, name: str) -> str:
 
 
 def make_config(*, k, dim, radius, center, objective, semicoreset, epsilon, delta, horizon_ticks, runs,
-                window_runs, bucket_shards, clock: str, unit: Optional[dict]) -> "EngineConfig":
+                window_runs, bucket_shards, clock: str, unit: Optional[dict],
+                part_fire: Optional[float] = None) -> "EngineConfig":
     """The engine's configuration from the job's options (the engine checks k, ε, δ, radius …: its
-    message becomes an :class:`OptionError`)."""
+    message becomes an :class:`OptionError`). ``part_fire`` None: the engine's default."""
     from dpstream.params import EngineConfig
 
+    extra = {} if part_fire is None else {"part_fire": part_fire}
     try:
         return EngineConfig(n_clusters=k, dim=dim, radius=radius, epsilon=epsilon, delta=delta,
                             horizon_ticks=horizon_ticks, runs=runs, window_runs=window_runs,
                             neighbouring=NEIGHBOURING[clock], objective=objective, semicoreset=semicoreset,
-                            center=center, bucket_shards=bucket_shards, **unit_options.engine_kwargs(unit))
+                            center=center, bucket_shards=bucket_shards, **unit_options.engine_kwargs(unit),
+                            **extra)
     except ValueError as e:
         raise OptionError(str(e)) from None
 

@@ -65,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the DP block semicoreset A: tree (noisy-count/noisy-mean tree), lloyd (DP-Lloyd with "
                         "Theorem 7) or snap (snap-to-center: the paper's baseline, for comparison only) "
                         "(default tree)")
+    g.add_argument("--part_fire", type=float, default=None, metavar="C",
+                   help="the part sparse vector: a ring's pending points are also released when one of its parts "
+                        "(one ring center) holds about C·M/P of them, so that clusters a stream brings one after "
+                        "another reach the releases without waiting for a whole block; it takes two thirds of the "
+                        "sparse vector's budget (a second line of the privacy plan). 0 turns it off (default: the "
+                        "library's, 3.5)")
     g = ap.add_argument_group("privacy")
     g.add_argument("--epsilon", type=float, default=1.0, help="total ε of the whole run (default 1)")
     g.add_argument("--delta", type=float, default=1e-6, help="total δ of the whole run (default 1e-6)")

@@ -1,6 +1,6 @@
-"""The main job with ``part_fire`` (P23: a sparse vector per (ring, part) whose ⊤ releases the ring's block; no
-job option sets it): the same releases as the engine, the ring stage's restarts of both sparse vectors, and the
-refusal of ``part_fire_rate``."""
+"""The main job with ``part_fire`` (P23: a sparse vector per (ring, part) whose ⊤ releases the ring's block; on by
+default, ``--part_fire C`` sets it): the option, the same releases as the engine, the ring stage's restarts of
+both sparse vectors, and the refusal of ``part_fire_rate``."""
 from __future__ import annotations
 
 import numpy as np
@@ -30,13 +30,22 @@ def test_batch_job_with_part_fire_releases_what_the_engine_releases(tmp_path, se
         return out
 
     monkeypatch.setattr(mr_mod.EpochMergeReduce, "step", step)
-    _engine_overrides(monkeypatch, dict(part_fire=2.0))
     X = np.concatenate(_in_order())
     got, want, job = _job_and_engine_on(X, tmp_path, seed_file, radius=12, k=3, tick_size=100, horizon=40,
-                                        epsilon=8, extra=["--point_shards=3"])
+                                        epsilon=8, extra=["--point_shards=3", "--part_fire=2"])
     assert job_mod.engine_config(job).part_fire == 2.0
     assert got == want and len(got) == 40
     assert sum(part_fires.values()) > 0  # the engine's part sparse vector did release blocks on this stream
+
+
+def test_the_part_fire_option_sets_the_engines_parameter():
+    base = ["--builtin_n=1000", "--tick_size=100", "--horizon_ticks=10", "--output=/tmp/unused"]
+    cfg = job_mod.engine_config(job_mod.parse_args(base)[0])
+    assert cfg.part_fire == 3.5  # the library's default
+    assert job_mod.engine_config(job_mod.parse_args(base + ["--part_fire=0"])[0]).part_fire == 0.0
+    assert job_mod.engine_config(job_mod.parse_args(base + ["--part_fire", "2.5"])[0]).part_fire == 2.5
+    with pytest.raises(job_mod.OptionError, match="part_fire must be a finite number >= 0"):
+        job_mod.parse_args(base + ["--part_fire=-1"])
 
 
 _RESTART_CAUSES = ("a part's fire restarts the ring instance", "the ring's fire restarts its part instances",

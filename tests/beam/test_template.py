@@ -52,6 +52,7 @@ SAMPLES = {
     "input_subscription": "projects/p/subscriptions/points",
     "input_topic": "projects/p/topics/points",
     "output": "gs://bucket/run1",
+    "part_fire": "2.5",
     "output_topic": "projects/p/topics/releases",
     "dead_letter": "projects/p/topics/dead-letters",
     "k": "5",
