@@ -204,8 +204,8 @@ class EngineConfig:
         if self.first_flush_leaves == 1.0:  # the default: the same dict as before the option (what a default
             # run releases is told apart by ALGORITHM_VERSION, part of a run's identity)
             d.pop("first_flush_leaves")
-        if self.part_fire == _DEFAULTS["part_fire"]:  # the default: the same dict (and config hash) as before it was one (what a
-            # default run releases is told apart by ALGORITHM_VERSION, part of a run's identity)
+        if self.part_fire == _DEFAULTS["part_fire"]:  # the default: the same dict (and config hash) as before it
+            # was one (what a default run releases is told apart by ALGORITHM_VERSION, part of a run's identity)
             d.pop("part_fire")
         if not self.part_fire_rate:
             d.pop("part_fire_rate")

@@ -216,21 +216,21 @@ def check_svt(obs):
     for (k, t, a0, f0), (_, _, a1, f1) in zip(upto0, upto1):
         d = a1 - a0
         for i in np.flatnonzero(d):
-            diffs[k[0]].append((k, t, int(i), int(d[i])))
+            diffs[k[0]].append((k, t, int(i), int(d[i]), d.size))
         if t < t0:
             np.testing.assert_array_equal(f0, f1)
     ring_diffs, part_diffs = diffs["svt"], diffs["part-svt"]
     assert len(ring_diffs) == 1, f"tracer entered {len(ring_diffs)} sparse-vector (instance, ring) counts: {ring_diffs}"
-    k, t, ring, dv = ring_diffs[0]
+    k, t, ring, dv, _ = ring_diffs[0]
     assert t == t0 and dv == 1
     assert ring == obs["ring_t0"], "the SVT count that moved is not the tracer's ring"
-    n_parts = obs["e1"].mr.psvt.count.size // obs["cfg"].n_rings if obs["cfg"].part_fire else 0
-    assert len(part_diffs) == (1 if n_parts else 0), (
+    on = bool(obs["cfg"].part_fire)
+    assert len(part_diffs) == (1 if on else 0), (
         f"tracer entered {len(part_diffs)} part sparse-vector (instance, ring, part) counts: {part_diffs}")
-    if n_parts:
-        _, tp, cell, dp = part_diffs[0]
+    if on:
+        _, tp, cell, dp, size = part_diffs[0]
         assert tp == t0 and dp == 1
-        assert cell // n_parts == ring, "the part count that moved is not in the tracer's ring"
+        assert cell // (size // obs["cfg"].n_rings) == ring, "the part count that moved is not in the tracer's ring"
     # the instances' running counts right after t0: one ring ahead by one, unless it restarted at t0
     # (its count or a part's fired: then both runs' counts are 0), and no other difference
     (ep0, c0), (ep1, c1) = obs["e0"].svt_count_t0, obs["e1"].svt_count_t0
