@@ -170,7 +170,8 @@ class EpochMergeReduce:
         else:  # P23: a ring releases when its count or one of its parts' passes; once a tick either way
             P = self.centers.shape[0]
             cells = (np.bincount(ring * P + f, minlength=I * P) if len(x) else np.zeros(I * P, dtype=np.int64))
-            fired, part_only = fire_and_restart(self.svt, self.psvt, tick, arrivals, cells, self._raise_by(count))
+            fired, part_only = fire_and_restart(self.svt, self.psvt, tick, arrivals, cells, self._raise_by(count),
+                                                rules.part_fire_open(tick, self.cfg.horizon_ticks))
             self.part_fires += int(part_only.sum())
         for i in np.flatnonzero(fired):
             self.rings[i].release_block(tick, count)
@@ -216,13 +217,18 @@ class EpochMergeReduce:
 
 
 def fire_and_restart(svt: LevelZeroAboveThreshold, psvt: LevelZeroAboveThreshold, tick: int, arrivals: np.ndarray,
-                     cells: np.ndarray, raise_by: Optional[np.ndarray] = None) -> tuple:
+                     cells: np.ndarray, raise_by: Optional[np.ndarray] = None, part_open: bool = True) -> tuple:
     """One tick of ``part_fire`` (P23) for rings and their parts, the engine's (every ring) and a Beam key's (one
     ring: ``svt`` and ``psvt`` hold its instances): ``arrivals`` per ring, ``cells`` per (ring, part). A ring
     releases when its count or one of its parts' passes — once a tick either way — and then its ring and part
-    instances all restart. Returns (fired, part_only) per ring; part_only: released by a part's test alone."""
+    instances all restart. ``part_open`` False (a public tick: :func:`dpstream.rules.part_fire_open`): the part
+    instances are not tested, only restarted with their ring. Returns (fired, part_only) per ring; part_only:
+    released by a part's test alone."""
     ring_fired = svt.test(tick, arrivals)
-    part_fired = psvt.test(tick, cells, raise_by).reshape(ring_fired.size, -1).any(axis=1)
+    if part_open:
+        part_fired = psvt.test(tick, cells, raise_by).reshape(ring_fired.size, -1).any(axis=1)
+    else:
+        part_fired = np.zeros_like(ring_fired)
     fired = ring_fired | part_fired
     svt.restart(tick, fired)
     psvt.restart(tick, np.repeat(fired, psvt.count.size // fired.size))

@@ -174,9 +174,9 @@ class MergeReduce:
       part_fire: C > 0 (3.5, the default; 0: off) runs the part sparse vector (P23): a ring's pending block is
         also released when one of its parts (one ring center) holds about
         :func:`dpstream.rules.part_fire_threshold` points (C·M/P, never below the threshold at which noise
-        alone would fire the ring's parts more than rarely), tested at every tick by a
-        LevelZero-AboveThreshold per (ring, part) that takes part of the sparse vector's budget. It releases
-        the clusters of a stream in cluster order that would otherwise wait in open blocks.
+        alone would fire the ring's parts more than rarely), tested at every tick but those of the run's last
+        quarter by a LevelZero-AboveThreshold per (ring, part) that takes part of the sparse vector's budget.
+        It releases the clusters of a stream in cluster order that would otherwise wait in open blocks.
       part_fire_rate: C2 > 0 (0, the default: off; needs ``part_fire``, a DP count estimate and
         ``ring_centers='bicriteria+released'``) raises a part's
         threshold to :func:`dpstream.rules.part_fire_rate_threshold` where that is larger: C2 times what the

@@ -15,7 +15,7 @@ from apache_beam.coders import BytesCoder, PickleCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms import userstate
 
-from dpstream import release_step
+from dpstream import release_step, rules
 from dpstream.merge_reduce import RingMergeReduce as _Ring, flush_restart, part_svt, fire_and_restart
 from dpstream.rings import assign_parts, clip_to_ball
 from dpstream.semicoresets import WeightedSet
@@ -281,7 +281,8 @@ class _RingFn(_EpochStageFn):
             else:  # P23: the shards' part counts summed, then the ring's and its parts' tests, as the engine's
                 unmerged.extend(parts[sh][:-2] + (parts[sh][-1],) for sh in sorted(parts))
                 cells = np.sum([parts[sh][-2] for sh in sorted(parts)], axis=0, dtype=np.int64)
-                release = bool(fire_and_restart(svt, psvt, t, np.array([n], dtype=np.int64), cells)[0][0])
+                release = bool(fire_and_restart(svt, psvt, t, np.array([n], dtype=np.int64), cells, None,
+                                                rules.part_fire_open(t, cfg.horizon_ticks))[0][0])
                 flush_restart(psvt, t, np.array([p.flush and not release and ring.last_release != t]))
             if release or (p.flush and ring.last_release != t):  # a fire, or the flush (epoch change, t = 1, T)
                 ring.block.merge_many(unmerged)
