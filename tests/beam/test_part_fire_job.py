@@ -48,6 +48,39 @@ def test_the_part_fire_option_sets_the_engines_parameter():
         job_mod.parse_args(base + ["--part_fire=-1"])
 
 
+def test_a_job_of_two_runs_tests_the_parts_by_each_runs_own_ticks(tmp_path, seed_file, monkeypatch):
+    """--runs 2: the part sparse vector is not tested in each run's last quarter (rules.part_fire_open reads the
+    run's tick, 1..T, as the engine's does); the job's releases are the library's RunSequence's, and part fires
+    happen in both runs."""
+    import json
+
+    import dpstream.merge_reduce as mr_mod
+    from dpstream.runs import RunSequence
+    from tests.beam.test_pipeline import _read_jsonl, _run_batch
+    from transforms.cluster import load_seed
+
+    X = np.concatenate(_in_order(n=2400))  # 24 ticks of 100: two runs of 12
+    np.save(tmp_path / "a.npy", X)
+    argv = [f"--input={tmp_path}/a.npy", f"--output={tmp_path / 'out'}", "--dim=2", "--radius=12", "--k=3",
+            "--tick_size=100", "--horizon_ticks=12", "--runs=2", f"--seed_file={seed_file}", "--epsilon=8",
+            "--part_fire=2"]
+    _run_batch(argv)
+    got = sorted(_read_jsonl(tmp_path / "out" / "releases.jsonl"), key=lambda r: r["global_tick"])
+    job, _ = job_mod.parse_args(argv)
+    seq = RunSequence(job_mod.engine_config(job), load_seed(seed_file))
+    fires, orig = [], mr_mod.fire_and_restart
+
+    def counting(*a, **kw):
+        fired, part_only = orig(*a, **kw)
+        fires.append((seq.run, int(part_only.sum())))
+        return fired, part_only
+
+    monkeypatch.setattr(mr_mod, "fire_and_restart", counting)
+    want = [json.loads(json.dumps(seq.step(X[i:i + 100]).to_dict())) for i in range(0, 2400, 100)]
+    assert got == want and len(got) == 24
+    assert {r for r, n in fires if n} == {0, 1}  # the part sparse vector released blocks in both runs
+
+
 _RESTART_CAUSES = ("a part's fire restarts the ring instance", "the ring's fire restarts its part instances",
                    "a flush restarts the part instances")
 
