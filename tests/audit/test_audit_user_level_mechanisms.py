@@ -129,8 +129,7 @@ def svt_audit(tag, plan_cfg):
 
 
 def test_svt_unit_replacement_within_plan():
-    assert _eps_svt() == \
-        pytest.approx(1.0)
+    assert _eps_svt() == pytest.approx(1.0)
     res = svt_audit("correct", _svt_cfg())
     assert res.passed, res
 
