@@ -11,6 +11,7 @@ import math
 import os
 import sys
 
+import numpy as np
 import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks"))
@@ -286,3 +287,34 @@ def test_the_plan_runs_the_default_horizon_methods_only_at_the_first_release_eps
     assert {("dpstream", e) for e in ("0.5", "1", "2", "inf")} <= cells
     assert {e for m, e in cells if m != "dpstream"} == {"0.5", "1"}
     assert ("dpstream_declared_end", "0.5") in cells and ("dpstream_default_horizon", "1") in cells
+
+
+@pytest.mark.parametrize("gen", ["loc2", "mix20", "dir50", "grow"])
+def test_held_out_generators_stay_in_their_public_ball_and_each_order_streams_every_row_once(gen):
+    # the radius is the generator's public rule, so a point outside it would make the script measure clipping;
+    # each order is a permutation with the shape its name promises
+    import held_out_orders as h
+
+    X, y, k, radius = h.draw(gen, scale=0.1)
+    assert np.linalg.norm(X, axis=1).max() <= radius and len(np.unique(y)) == k
+    for how in ("shuffled", "label", "sweep", "natural", "bursty"):
+        p = h.order(X, y, how)
+        assert np.array_equal(np.sort(p), np.arange(X.shape[0])), how
+    assert np.all(np.diff(y[h.order(X, y, "label")]) >= 0)
+    assert np.all(np.diff(X[h.order(X, y, "sweep"), 0]) >= 0)
+    runs = np.flatnonzero(np.diff(y[h.order(X, y, "bursty")])) + 1  # where one cluster's burst gives way
+    lengths = np.diff(np.concatenate([[0], runs, [X.shape[0]]]))
+    assert lengths.max() <= 500 and len(lengths) >= k
+
+
+def test_held_out_orders_runs_both_settings_and_the_exact_horizon_holds_every_point():
+    import held_out_orders as h
+
+    X, y, k, radius = h.draw("loc2", scale=0.06)  # 3 ticks
+    X = X[h.order(X, y, "label")]
+    res = h.run_cell(X, k, radius, [("off", {"part_fire": 0}), ("on", {})], seeds=1)
+    assert set(res) == {(s, m) for s in ("off", "on") for m in ("none", "end", "exact")}
+    for final, worst in res.values():
+        assert 0.9 < final < 50 and 0.9 < worst < 50  # ratios to KMeans' own cost, every cell filled
+    # a declared end and the exact horizon put every point through A: far better than the pending-block release
+    assert res[("on", "end")][0] < res[("on", "none")][0]
