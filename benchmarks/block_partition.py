@@ -3,6 +3,7 @@
 
     .venv/bin/python benchmarks/block_partition.py emb784_1e4 --seeds 5
     .venv/bin/python benchmarks/block_partition.py digits --variants mean,tree,oracle,oracle:0.95
+    .venv/bin/python benchmarks/block_partition.py held_out:mix20:0.1 --seeds 5   # held_out_orders.py's generators
 
 The whole data set is one block of the first epoch: one part, the public ball (center, Λ), A's budget at
 ε = 1 (``--eps``), δ = 1e-6 from the engine's own plan (replace-one). k centers are fitted to each variant's weighted
@@ -43,17 +44,30 @@ def cost(X, C):
 
 class Block:
     def __init__(self, name, eps: float = 1.0):
+        """A registered data set, or ``held_out:GEN[:SCALE]``: a generator of ``held_out_orders.py`` (its rows
+        in the generator's order; one block holds them all, so the order does not matter)."""
+        if name.startswith("held_out:"):
+            import held_out_orders
+
+            gen, _, scale = name.split(":", 1)[1].partition(":")
+            X, _, k, radius = held_out_orders.draw(gen, float(scale) if scale else 1.0)
+            self._of(X, k, np.zeros(X.shape[1]), radius, math.ceil(X.shape[0] / held_out_orders.TICK), eps)
+            return
         from dpbench.datasets import load
+
+        ds = load(name)
+        self._of(ds.X, ds.k, ds.center, ds.radius, ds.T, eps)
+
+    def _of(self, X, k, center, radius, T, eps):
         from dpstream.params import EngineConfig
         from dpstream.run_setup import RunSetup
         from sklearn.cluster import KMeans
 
-        ds = load(name)
-        self.X, self.k, self.c, self.R = ds.X, ds.k, ds.center, ds.radius
+        self.X, self.k, self.c, self.R = X, k, np.asarray(center, dtype=float), float(radius)
         self.n, self.d = self.X.shape
         km = KMeans(self.k, n_init=3, random_state=0).fit(self.X)
         self.labels, self.ref = km.labels_, cost(self.X, km.cluster_centers_)
-        self.cfg = EngineConfig(self.k, self.d, self.R, float(eps), horizon_ticks=ds.T, center=tuple(self.c))
+        self.cfg = EngineConfig(self.k, self.d, self.R, float(eps), horizon_ticks=T, center=tuple(self.c))
         self.setup = RunSetup(self.cfg, b"block-partition-benchmark-seed-0")
         plan = self.setup.plan
         # A's budget as Σ (Δ/σ)² over its Gaussian components: the sum line (Δ = 2, replace-one) holds the
