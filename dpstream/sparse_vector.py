@@ -22,6 +22,13 @@ instances (the ring instance's count keeps the flushed points). A restart caused
 by a flush is a function of outputs and public ticks, and the new segment counts only points after it,
 so each record is still in one segment of each instance (the restarts compose in parallel, as Lemma
 11's do).
+
+``growth`` g > 0 (the part instances: ``rules.PART_FIRE_TEST_GROWTH``) raises an instance's threshold at
+its j-th test since its last restart by g·b·ln j (b the Laplace scale). Each test draws a fresh ν, so after
+j tests the largest ν seen is about b·ln j: without the raise an instance fires sooner, in points, the more
+often it is tested, and how often is the caller's tick size. The raise depends only on j, which the ⊤
+outputs and the public flush ticks fix: a public threshold chosen before each test, as the monotone
+variant allows (P23).
 """
 from __future__ import annotations
 
@@ -32,14 +39,17 @@ from .noise import NoiseSource
 
 class LevelZeroAboveThreshold:
     span = None  # (class default: an object pickled before ``span``, whose ``index`` says what it holds)
+    growth = 0.0  # (likewise for ``growth``: an object pickled before it has none)
+    tests = None
 
     def __init__(self, n: int, threshold, scale: float, noise: NoiseSource, key: tuple,
-                 index: int = None, span: tuple = None):
+                 index: int = None, span: tuple = None, growth: float = 0.0):
         """``n`` instances drawn together under ``key``; with ``index`` = i this object holds only
         instance i of them (a Beam key per ring): it draws the same length-n vectors and keeps
         element i, so its decisions are exactly those of instance i of the vectorised object.
         ``span`` = (lo, hi) likewise holds instances lo..hi−1 (a ring's parts). ``threshold``: one
-        number, or one per instance (a public vector of length n)."""
+        number, or one per instance (a public vector of length n). ``growth``: the raise per test
+        (module docstring), 0 for none."""
         self.n = int(n)
         self.scale = float(scale)
         self.noise = noise
@@ -61,6 +71,10 @@ class LevelZeroAboveThreshold:
             self.threshold = thr if self.span is None else thr[self.span[0]:self.span[1]].copy()
         size = self.n if self.span is None else self.span[1] - self.span[0]
         self.count = np.zeros(size, dtype=np.int64)
+        if not (np.isfinite(growth) and growth >= 0):
+            raise ValueError(f"growth must be a finite number >= 0, got {growth!r}")
+        self.growth = float(growth)
+        self.tests = np.zeros(size, dtype=np.int64) if self.growth else None  # tests since each restart
         # initial thresholds: drawn once at creation, under their own key
         self.noisy_threshold = self.threshold + self._draw(self.key + ("threshold", "init"))
 
@@ -89,9 +103,13 @@ class LevelZeroAboveThreshold:
         values; the noise is the same)."""
         self.count = self.count + np.asarray(arrivals, dtype=np.int64)
         nu = self._draw(self.key + ("query", tick))
+        thr = self.noisy_threshold
+        if self.growth:
+            self.tests = self.tests + 1
+            thr = thr + self.growth * self.scale * np.log(self.tests)
         if raise_by is None:
-            return self.count + nu >= self.noisy_threshold
-        return self.count + nu >= self.noisy_threshold + np.asarray(raise_by, dtype=float)
+            return self.count + nu >= thr
+        return self.count + nu >= thr + np.asarray(raise_by, dtype=float)
 
     def restart(self, tick: int, mask: np.ndarray, tag: tuple = ()) -> None:
         """Restart the instances in ``mask`` (LevelZero's restart: count 0, a fresh threshold drawn
@@ -107,6 +125,8 @@ class LevelZeroAboveThreshold:
         fresh = self.threshold + self._draw(self.key + ("threshold", tick) + tuple(tag))
         self.noisy_threshold = np.where(mask, fresh, self.noisy_threshold)
         self.count = np.where(mask, 0, self.count)
+        if self.growth:
+            self.tests = np.where(mask, 0, self.tests)
 
     def state_floats(self) -> int:
-        return self.count.size + self.noisy_threshold.size
+        return self.count.size + self.noisy_threshold.size + (self.tests.size if self.growth else 0)

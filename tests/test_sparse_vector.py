@@ -207,3 +207,77 @@ def test_state_is_two_floats_per_instance(seed):
     for t in range(1, 50):
         svt.step(t, np.ones(123, dtype=int))
     assert svt.state_floats() == 2 * 123
+
+
+# --------------------------------------------------------------------------- (d) the raise per test (``growth``)
+def test_growth_raises_the_jth_test_since_a_restart_by_g_b_ln_j(seed):
+    """An instance with growth g decides as one without it whose threshold is raised, at its j-th test since
+    its last restart, by g·b·ln j: the same draws, the raise a function of j alone (P23: a public threshold).
+    j is counted per instance and starts again at every restart, whether a ⊤ or a caller's mask caused it."""
+    n, M, b, g = 3000, 6.0, 1.5, 0.5
+    rng = np.random.default_rng(3)
+    grown = LevelZeroAboveThreshold(n, M, b, NoiseSource(seed), ("svt-growth",), growth=g)
+    plain = LevelZeroAboveThreshold(n, M, b, NoiseSource(seed), ("svt-growth",))
+    j = np.zeros(n, dtype=int)
+    fired_any = restarted_by_mask = 0
+    for t in range(1, 121):
+        a = rng.poisson(0.4, n)
+        j += 1
+        f = grown.test(t, a)
+        np.testing.assert_array_equal(f, plain.test(t, a, g * b * np.log(j)))
+        mask = f | (rng.random(n) < 0.02)  # a caller's restarts besides ⊤ (a flush)
+        grown.restart(t, mask)
+        plain.restart(t, mask)
+        j[mask] = 0
+        fired_any += f.sum()
+        restarted_by_mask += (mask & ~f).sum()
+    np.testing.assert_array_equal(grown.tests, j)
+    assert fired_any > 1000 and restarted_by_mask > 1000
+
+
+def test_growth_closes_the_gap_between_tick_sizes_in_points_at_a_fire(seed):
+    """The reason for the raise: points arriving at the same rate per unit of time, in ticks of 1 or of 10 points.
+    Without growth the fine ticks fire at fewer points (ten times as many tests, so a large ν comes sooner); g = 1
+    closes the gap between the two tick sizes' mean counts at the first ⊤, and g = 0.5 (the part instances' value)
+    about halves it."""
+    n, M, b = 20_000, 60.0, 7.0
+
+    def mean_count_at_first_fire(per_tick, growth):
+        svt = LevelZeroAboveThreshold(n, M, b, NoiseSource(seed), ("svt-ticks", per_tick, growth), growth=growth)
+        at = np.full(n, -1)
+        for t in range(1, 1 + 300 // per_tick):
+            count = svt.count + per_tick
+            f = svt.test(t, np.full(n, per_tick))
+            at = np.where((at < 0) & f, count, at)
+            svt.restart(t, f)
+        assert (at >= 0).mean() > 0.99
+        return float(at[at >= 0].mean())
+
+    gap = {g: mean_count_at_first_fire(10, g) - mean_count_at_first_fire(1, g) for g in (0.0, 0.5, 1.0)}
+    assert gap[0.0] > 10, gap  # the fine ticks fire sooner, by more than one coarse tick
+    assert 0.3 * gap[0.0] < gap[0.5] < 0.7 * gap[0.0], gap
+    assert abs(gap[1.0]) < 0.25 * gap[0.0], gap
+
+
+def test_growth_costs_one_number_per_instance_and_must_be_finite_and_nonnegative(seed):
+    svt = LevelZeroAboveThreshold(123, 10.0, 1.0, NoiseSource(seed), ("svt-state",), growth=0.5)
+    for t in range(1, 50):
+        svt.step(t, np.ones(123, dtype=int))
+    assert svt.state_floats() == 3 * 123
+    for bad in (-0.1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="growth"):
+            LevelZeroAboveThreshold(3, 1.0, 1.0, NoiseSource(seed), ("x",), growth=bad)
+
+
+def test_the_part_instances_grow_and_the_ring_instances_do_not():
+    from dpstream import rules
+    from dpstream.merge_reduce import part_svt
+    from dpstream.params import EngineConfig
+    from dpstream.run_setup import RunSetup
+
+    cfg = EngineConfig(n_clusters=4, dim=3, radius=10.0, epsilon=1.0, delta=1e-6, horizon_ticks=50)
+    setup = RunSetup(cfg, b"growth-test-seed")
+    psvt = part_svt(cfg, setup.plan, setup.noise, 0, 3, 500)
+    assert psvt.growth == rules.PART_FIRE_TEST_GROWTH > 0
+    assert part_svt(cfg, setup.plan, setup.noise, 0, 3, 500, ring=2).growth == psvt.growth
+    assert LevelZeroAboveThreshold.growth == 0.0  # the ring sparse vector's default: no raise
