@@ -9,4 +9,4 @@ seed recorded by an earlier version is then refused. ``tests/test_algorithm_vers
 of a default run's releases for the current version and fails when they change without a bump.
 """
 
-ALGORITHM_VERSION = 9
+ALGORITHM_VERSION = 10

@@ -245,11 +245,13 @@ def flush_restart(psvt: LevelZeroAboveThreshold, tick: int, flushed: np.ndarray)
 def part_svt(cfg: EngineConfig, plan: PrivacyPlan, noise: NoiseSource, epoch: int, n_parts: int, block_size: int,
              ring: Optional[int] = None) -> Optional[LevelZeroAboveThreshold]:
     """The part sparse vector of an epoch (``part_fire``, P23; None when off): one LevelZero-AboveThreshold
-    instance per (ring, part), instance i·P + f, thresholds from :func:`dpstream.rules.part_fire_threshold`.
+    instance per (ring, part), instance i·P + f, thresholds from :func:`dpstream.rules.part_fire_threshold`,
+    raised at each test since a restart by ``rules.PART_FIRE_TEST_GROWTH`` (the class's ``growth``).
     With ``ring`` = i, only ring i's P instances (a Beam key per ring), the same draws."""
     if not cfg.part_fire:
         return None
     I, P = cfg.n_rings, int(n_parts)
     thr = np.tile(rules.part_fire_threshold(cfg.part_fire, block_size, P, plan.part_svt_scale), I)
     span = None if ring is None else (ring * P, (ring + 1) * P)
-    return LevelZeroAboveThreshold(I * P, thr, plan.part_svt_scale, noise, ("part-svt", epoch), span=span)
+    return LevelZeroAboveThreshold(I * P, thr, plan.part_svt_scale, noise, ("part-svt", epoch), span=span,
+                                   growth=rules.PART_FIRE_TEST_GROWTH)

@@ -54,8 +54,9 @@ def bound_terms(cfg: EngineConfig, svt_scale: float, block_size: int, n_f: int =
         "counters": 2 * K if cfg.bicriteria else 0,
         "stream_counter": 2 if (cfg.count_counter and not cfg.bicriteria) else 0,
         "F": d * n_f + (d + 2) * (n_f - 1) if cfg.bicriteria else 0,
-        # part_fire: a count and a threshold per (ring, part); part_fire_rate: the release's share per (ring, part)
-        "svt": 2 * I + (2 * I * P if cfg.part_fire else 0) + (I * P if cfg.part_fire_rate else 0),
+        # part_fire: a count, a threshold and the tests since its restart per (ring, part); part_fire_rate: the
+        # release's share per (ring, part)
+        "svt": 2 * I + (3 * I * P if cfg.part_fire else 0) + (I * P if cfg.part_fire_rate else 0),
         "ring_centers": d * P,
         "blocks": I * block,
         "levels": I * (P * leaves_per_part(cfg) + (lam - 1) * s_b) * (d + 1),

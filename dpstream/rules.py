@@ -122,6 +122,15 @@ def part_fire_open(tick: int, horizon_ticks: int) -> bool:
 # how rarely noise alone may release a ring's block through its part instances: once in this many ticks
 PART_FIRE_NOISE_TICKS = 40.0
 
+# ``part_fire``'s raise per test (P23, ``LevelZeroAboveThreshold``'s ``growth``): a part instance's threshold at its
+# j-th test since its restart is raised by this times b_part·ln j, half the largest query noise j tests are
+# expected to draw. Without it the part instances fire sooner, in points, the finer the ticks: a generator whose
+# clusters appear one by one (d = 16, 40,000 points) fired at a median of 262 points (threshold 926) in ticks of
+# 100 rows and 931 in ticks of 1,000, and its final release cost 1.261 against 1.084 without part fires; with
+# 0.5, 1.142 (benchmarks/results/tail_flush.md, version 10). A full raise (1.0) made the fires tick-size blind
+# but cost the low-dimensional images (flower 1.023 → 1.046, china's exact horizon 1.074 → 1.092).
+PART_FIRE_TEST_GROWTH = 0.5
+
 
 def part_fire_noise_floor(n_parts: int, scale: float) -> float:
     """z·b: the part threshold at which a ring's P instances, each tested at every tick with no points, fire on
