@@ -7,7 +7,7 @@ as a user does (default horizon T = 1,024, the end not declared), with the end d
 exact horizon, for each setting; it prints per cell the median over seeds of the final cost ratio (against
 ``KMeans(n_init=10)`` on all points) and of the worst release at the deciles ≥ 10 % (against
 ``KMeans(n_init=3)`` on each prefix). ε = 1, δ = 1e-6, ticks of 1,000 rows, radius from each generator's
-public rule.
+public rule (``--eps`` for another ε).
 
 Generators (``draw``): ``loc2`` (d = 2, six blobs of unequal spread: locations), ``mix20`` (d = 20, eight
 blobs, σ from 0.5 to 2.5), ``dir50`` (d = 50, fifteen Gaussian clusters with Dirichlet(1) weights: a few
@@ -87,7 +87,7 @@ def order(X: np.ndarray, y: np.ndarray, how: str) -> np.ndarray:
 
 
 def run_cell(X: np.ndarray, k: int, radius: float, settings: List[Tuple[str, dict]], seeds: int,
-             modes=("none", "end", "exact")) -> Dict[Tuple[str, str], Tuple[float, float]]:
+             modes=("none", "end", "exact"), eps: float = 1.0) -> Dict[Tuple[str, str], Tuple[float, float]]:
     """{(setting, mode): (median final ratio, median worst decile ratio ≥ 10 %)}."""
     from sklearn.cluster import KMeans
 
@@ -102,7 +102,7 @@ def run_cell(X: np.ndarray, k: int, radius: float, settings: List[Tuple[str, dic
         for mode in modes:
             finals, worst = [], []
             for s in range(seeds):
-                m = DPStreamClusterer(k, epsilon=1.0, delta=1e-6, radius=radius, random_state=s, tick_size=TICK,
+                m = DPStreamClusterer(k, epsilon=eps, delta=1e-6, radius=radius, random_state=s, tick_size=TICK,
                                       **({"horizon_ticks": T} if mode == "exact" else {}), **kw)
                 w = 0.0
                 for t in range(1, T + 1):
@@ -129,6 +129,7 @@ def main(argv=None):
     ap.add_argument("--cells", default=CELLS, help="comma list of generator:order")
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--scale", type=float, default=1.0, help="rows as a fraction of each generator's n")
+    ap.add_argument("--eps", type=float, default=1.0, help="the run's ε (δ = 1e-6)")
     ap.add_argument("--setting", action="append", metavar="LABEL:name=value,...",
                     help="a setting to run (repeatable); default 'part_fire=0:part_fire=0' and 'defaults:'")
     a = ap.parse_args(argv)
@@ -141,7 +142,7 @@ def main(argv=None):
         gen, how = cell.split(":")
         X, y, k, radius = draw(gen, a.scale)
         X = X[order(X, y, how)]
-        res = run_cell(X, k, radius, settings, a.seeds)
+        res = run_cell(X, k, radius, settings, a.seeds, eps=a.eps)
         row = [f"{res[(lab, mode)][0]:.3f} / {res[(lab, mode)][1]:.2f}" for lab, _ in settings
                for mode in ("none", "end", "exact")]
         print(f"| {gen} | {how} | {X.shape[0]:,} × {X.shape[1]}, {k} | " + " | ".join(row) + " |", flush=True)
