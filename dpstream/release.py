@@ -7,7 +7,8 @@ from dataclasses import MISSING, dataclass, fields
 
 import numpy as np
 
-from .privacy import PrivacyPlan, plan_table
+from .plan_text import plan_table
+from .privacy import PrivacyPlan
 
 # The only fields a release record may carry; tests scan serialised releases against it. (A line of a
 # release log may carry coreset_same_as_tick, a public tick number, instead of the two coreset arrays,

@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     from pipelines import dp_stream_cluster as job_mod
     from pipelines.local_pubsub import LocalPubSub
     from pipelines.sources import HEARTBEAT_ATTRIBUTE
-    from dpstream.privacy import plan_table
+    from dpstream.plan_text import plan_table
 
     k, d, radius = 4, 2, 20.0
     rng = np.random.default_rng()

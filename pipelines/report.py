@@ -30,7 +30,7 @@ from typing import List, Optional, Tuple
 import numpy as np
 
 from dpstream.params import objective_exponent
-from dpstream.privacy import plan_table
+from dpstream.plan_text import plan_table
 
 PREFIX_SAMPLE = 20_000  # k-median prefixes are scored on a uniform sample of at most this many points
 

@@ -62,7 +62,7 @@ def test_security_states_group_privacy_with_delta_rows_as_records_and_what_decid
     assert "m rows is m records" in text
     assert "not of any other record's content" not in text
     assert "watermark" in text and "*other messages*" in text and "after_close" in text
-    from dpstream.privacy import RUNS_NOTE  # what every release of a run sequence says
+    from dpstream.plan_text import RUNS_NOTE  # what every release of a run sequence says
     assert "(m·ε, m·δ)" in RUNS_NOTE and "m·e^((m−1)ε)·δ" in RUNS_NOTE
 
 
