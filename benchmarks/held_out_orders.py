@@ -14,7 +14,11 @@ blobs, σ from 0.5 to 2.5), ``dir50`` (d = 50, fifteen Gaussian clusters with Di
 large, several small), ``grow`` (d = 16, eight clusters that appear one by one and then stay).
 Orders (``order``): ``shuffled``; ``label`` (sorted by cluster); ``sweep`` (sorted by the first
 coordinate: a spatial sweep); ``bursty`` (bursts of 500 rows of one cluster, the clusters in turn);
-``natural`` (the generator's own order: ``grow``'s appearances).
+``natural`` (the generator's own order: ``grow``'s appearances). ``blobsKxD`` (K blobs of σ = 1 in D
+dimensions, 50,000 rows) spans k and d beyond the registry's k = 10:
+
+    .venv/bin/python benchmarks/held_out_orders.py --seeds 3 --setting 'defaults:' \\
+        --cells blobs2x8:shuffled,blobs5x128:shuffled,blobs25x32:shuffled,blobs50x8:shuffled
 
     .venv/bin/python benchmarks/held_out_orders.py                       # every cell, defaults against part_fire=0
     .venv/bin/python benchmarks/held_out_orders.py --cells dir50:label,grow:natural --seeds 3 \\
@@ -26,6 +30,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 import warnings
 from typing import Dict, List, Tuple
@@ -63,7 +68,13 @@ def draw(name: str, scale: float = 1.0) -> Tuple[np.ndarray, np.ndarray, int, fl
         mu = rng.uniform(-5, 5, size=(k, d))
         y = np.floor(rng.random(n) * (np.arange(n) * k // n + 1)).astype(int)  # uniform over the appeared
         return mu[y] + rng.normal(size=(n, d)), y, k, math.sqrt(d) * (5 + 5 * 1.0)
-    raise SystemExit(f"unknown generator {name!r}: loc2, mix20, dir50 or grow")
+    grid = re.fullmatch(r"blobs(\d+)x(\d+)", name)
+    if grid:  # k blobs of σ = 1 in d dimensions, centers uniform in the box ±10: the k-and-d grid
+        k, d = int(grid[1]), int(grid[2])
+        X, y = make_blobs(int(50_000 * scale), n_features=d, centers=k, cluster_std=1.0, center_box=(-10, 10),
+                          random_state=11 + k + d)
+        return X, y, k, math.sqrt(d) * (10 + 5 * 1.0)
+    raise SystemExit(f"unknown generator {name!r}: loc2, mix20, dir50, grow or blobsKxD (e.g. blobs25x128)")
 
 
 def order(X: np.ndarray, y: np.ndarray, how: str) -> np.ndarray:

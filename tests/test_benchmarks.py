@@ -289,7 +289,7 @@ def test_the_plan_runs_the_default_horizon_methods_only_at_the_first_release_eps
     assert ("dpstream_declared_end", "0.5") in cells and ("dpstream_default_horizon", "1") in cells
 
 
-@pytest.mark.parametrize("gen", ["loc2", "mix20", "dir50", "grow"])
+@pytest.mark.parametrize("gen", ["loc2", "mix20", "dir50", "grow", "blobs5x8"])
 def test_held_out_generators_stay_in_their_public_ball_and_each_order_streams_every_row_once(gen):
     # the radius is the generator's public rule, so a point outside it would make the script measure clipping;
     # each order is a permutation with the shape its name promises
