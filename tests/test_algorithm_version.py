@@ -120,6 +120,9 @@ _VERSION_7 = {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2
                                             cells_lloyd_share=0.206, tree_depth=9, count_share=0.25,
                                             cells_count_share=0.03, cells_overseed=2, cells_reseed=0.25,
                                             tree_keep_factor=1.0, cells_gate=0.75, cells_gate_max=3.0)}
+# 9: the part sparse vector on by default: its share of ε_svt and its noise floor's rate
+_VERSION_9 = {**_VERSION_7, "rules.PART_SVT_SHARE": 2.0 / 3.0, "rules.PART_FIRE_NOISE_TICKS": 40.0,
+              "rules.PART_FIRE_LAST_SHARE": 0.25}
 RULE_CONSTANTS = {3: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2},
                   4: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2},
                   5: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_POINTS": 2,
@@ -129,12 +132,9 @@ RULE_CONSTANTS = {3: {"_STILL_ARRIVING": 0.1, "_POINTS_PER_CLUSTER": 4, "_MIN_PO
                       "drift_decay._POINTS_PER_CLUSTER": 2, "drift_decay._PERMUTATIONS": 200,
                       "drift_decay._ALPHA": 0.01},
                   7: _VERSION_7, 8: _VERSION_7,  # 8 changed the rule's partition, none of these
-                  # 9: the part sparse vector on by default: its share of ε_svt and its noise floor's rate
-                  9: {**_VERSION_7, "rules.PART_SVT_SHARE": 2.0 / 3.0, "rules.PART_FIRE_NOISE_TICKS": 40.0,
-                      "rules.PART_FIRE_LAST_SHARE": 0.25},
+                  9: _VERSION_9,
                   # 10: the part instances' threshold raised per test since a restart
-                  10: {**_VERSION_7, "rules.PART_SVT_SHARE": 2.0 / 3.0, "rules.PART_FIRE_NOISE_TICKS": 40.0,
-                       "rules.PART_FIRE_LAST_SHARE": 0.25, "rules.PART_FIRE_TEST_GROWTH": 0.5}}
+                  10: {**_VERSION_9, "rules.PART_FIRE_TEST_GROWTH": 0.5}}
 
 
 def _constant(name: str):
